@@ -1,0 +1,886 @@
+"""Front end: decorated Python functions -> typed IR.
+
+The parser is an allow-list: ``STMT`` and ``EXPR`` map AST node types to small
+handlers; any other node is "unsupported syntax" at its span.  Names are
+resolved by value (``resolve.lookup_name``), so aliased imports work and ops
+are compared by object, never by spelling.  Each statement is checked on its
+own: a failing statement records its diagnostic and the parser moves on, so
+one compile reports every independent mistake.
+"""
+from __future__ import annotations
+
+import ast
+import enum
+import inspect
+
+from ..dtypes import BOOL, DataType, FP32, INDEX
+from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError, UserError
+from ..ir import nodes as N
+from ..ir.types import (ANY, CommCtxType, Dim, DTypeType, DynVar, EnumType, NONE, PtrType, ScalarType,
+                        TensorType, TileType, TupleType, Type, bind_shape, is_static, numel)
+from ..language import control
+from ..language.typing import annotation_type
+from ..ops import pl_ops, pld_ops
+from ..ops.check import CallCheck, SkipCheck, const_value, describe
+from ..ops.registry import HOST, INCORE, KIND_NAMES, ORCH, OpStub
+from . import source as source_mod
+from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+           ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+           ast.LShift: "<<", ast.RShift: ">>"}
+_SHAPED_BINOP = {"+": pl_ops.add, "-": pl_ops.sub, "*": pl_ops.mul, "/": pl_ops.div}
+_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+class PyValue(Type):
+    """Compile-time type of a Python object used as a callee (op stub, function)."""
+
+    kind = "python object"
+
+
+_PY = PyValue()
+
+
+def _err(cls, msg, span, code, hint=None):
+    return cls(msg, code=code, span=span, hint=hint)
+
+
+class ProgramBuilder:
+    """Builds the IR of one specialisation of a program (entry + callees)."""
+
+    def __init__(self, entry, *, world: int, platform, arg_types=None, self_ns=None):
+        self.entry = entry
+        self.world = world
+        self.platform = platform
+        self.arg_types = arg_types
+        self.self_ns = self_ns
+        self.bindings: dict = {}
+        self.functions: dict = {}
+        self._by_key: dict = {}
+        self.buffers: list = []
+        self.buffer_names: dict = {}
+        self.spans: list = []
+        self.diags: list = []
+
+    # ---------------------------------------------------------------- driver
+    def build(self) -> N.ProgramIR:
+        fn_ir = self.specialise(self.entry, self.arg_types, call_span=None)
+        prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
+                           world=self.world, spans=self.spans)
+        if not self.diags:
+            from ..verify.rules import verify
+            self.diags.extend(verify(prog))
+        if self.diags:
+            first = self.diags[0]
+            first.diagnostics = list(self.diags)
+            raise first
+        return prog
+
+    def span_id(self, span) -> int:
+        self.spans.append(span)
+        return len(self.spans) - 1
+
+    def specialise(self, kfn, arg_types, call_span):
+        """Parse ``kfn`` for the given argument types (None: its annotations)."""
+        src = source_mod.load(kfn.fn)
+        params = self._param_types(kfn, src, arg_types, call_span)
+        key = (kfn.fn, tuple(p.type for p in params))
+        if key in self._by_key:
+            return self._by_key[key]
+        name = kfn.fn.__name__
+        if name in self.functions:
+            name = f"{name}_{len(self.functions)}"
+        fn_ir = N.FunctionIR(name=name, kind=kfn.kind, params=params, body=[],
+                             span=src.span(src.tree), py_name=kfn.fn.__qualname__)
+        self._by_key[key] = fn_ir
+        self.functions[name] = fn_ir
+        FunctionParser(self, kfn, src, fn_ir).parse()
+        return fn_ir
+
+    def _param_types(self, kfn, src, arg_types, call_span):
+        tree = src.tree
+        args = tree.args
+        pos = list(args.posonlyargs) + list(args.args)
+        if kfn.is_method:
+            if not pos or pos[0].arg != "self":
+                raise _err(ProgramSyntaxError, f"method {tree.name} of a @pl.program class must "
+                           f"take self as its first parameter", src.span(tree), "TC302")
+            pos = pos[1:]
+        if args.vararg or args.kwarg or args.kwonlyargs:
+            raise _err(ProgramSyntaxError, "program functions take plain positional parameters "
+                       "only (no *args, **kwargs or keyword-only parameters)",
+                       src.span(tree), "TC302")
+        params = []
+        for i, a in enumerate(pos):
+            span = src.span(a)
+            if a.annotation is None:
+                raise _err(ProgramSyntaxError, f"parameter '{a.arg}' needs a type annotation "
+                           f"such as pl.Tensor[[rows, cols], pl.FP32]", span, "TC302")
+            try:
+                ann = eval(compile(ast.Expression(a.annotation), src.file, "eval"),
+                           src.globals, dict(src.closure))
+            except Exception as e:  # an annotation is user code: report, don't crash
+                raise _err(ProgramTypeError, f"parameter '{a.arg}': invalid annotation ({e})",
+                           span, "TC106") from None
+            t = annotation_type(ann)
+            if t is None:
+                raise _err(ProgramTypeError, f"parameter '{a.arg}': {ann!r} is not a tilecomm "
+                           f"type annotation", span, "TC106",
+                           hint="use pl.Tensor[...], pl.Out[...], pl.Scalar[...] or "
+                                "pld.DistributedTensor[...]")
+            actual = arg_types[i] if arg_types is not None and i < len(arg_types) else None
+            t = self._specialise_param(t, actual, a.arg, span, kfn)
+            params.append(N.Param(a.arg, t, span))
+        if arg_types is not None and len(arg_types) != len(params):
+            raise _err(ProgramTypeError, f"{tree.name}() takes {len(params)} argument(s) "
+                       f"({', '.join(p.name for p in params)}); got {len(arg_types)}",
+                       call_span or src.span(tree), "TC103")
+        for i, p in enumerate(params):
+            if isinstance(p.type, TensorType):
+                params[i].type = p.type.with_(origin=("param", i))
+        return params
+
+    def _specialise_param(self, t, actual, name, span, kfn):
+        if isinstance(t, TensorType):
+            if t.shape is None:                       # bare pl.Tensor: from the argument
+                if not isinstance(actual, TensorType):
+                    raise _err(ProgramTypeError, f"parameter '{name}' is a bare tensor annotation; "
+                               f"its shape must come from the argument", span, "TC107")
+                return t.with_(shape=actual.shape, dtype=t.dtype or actual.dtype)
+            if isinstance(actual, TensorType) and actual.shape is not None:
+                self._unify(t.shape, actual.shape, name, span)
+            return t.with_(shape=bind_shape(t.shape, self.bindings))
+        return t
+
+    def _unify(self, declared, actual, name, span):
+        """Bind pl.dynamic dims of ``declared`` from the concrete ``actual`` shape."""
+        if len(declared) != len(actual):
+            return                                    # reported by the call checks
+        for d, a in zip(declared, actual):
+            if isinstance(d, DynVar) and d not in self.bindings and isinstance(a, int):
+                self.bindings[d] = a
+        for d, a in zip(declared, actual):
+            v = d.evaluate(self.bindings) if isinstance(d, Dim) else d
+            if isinstance(v, int) and isinstance(a, int) and v != a:
+                raise _err(ProgramValueError, f"parameter '{name}': dimension {d!r} is bound to "
+                           f"{v} but the argument has {a}", span, "TC208",
+                           hint="one pl.dynamic variable must have one value across parameters")
+
+
+class FunctionParser:
+    def __init__(self, builder: ProgramBuilder, kfn, src, fn_ir: N.FunctionIR):
+        self.b = builder
+        self.kfn = kfn
+        self.src = src
+        self.fn = fn_ir
+        self.kind = fn_ir.kind
+        self.env: dict[str, Type] = {p.name: p.type for p in fn_ir.params}
+        self.loops: dict[str, tuple] = {}        # loop var -> (start, stop, step, over_world)
+        self.world_vars: set[str] = set()        # names bound to pld.world_size()
+        self.yield_stack: list = []
+        self._alloc_target = None
+        self.returns: list = []
+
+    # ---------------------------------------------------------------- errors
+    def span(self, node):
+        return self.src.span(node)
+
+    def syntax(self, node, msg, code="TC302", hint=None):
+        return _err(ProgramSyntaxError, msg, self.span(node), code, hint)
+
+    # ---------------------------------------------------------------- driver
+    def parse(self):
+        body = self.src.tree.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]                          # docstring
+        self.fn.body = self.block(body)
+        self._finish_returns()
+
+    def block(self, stmts) -> list:
+        out = []
+        for s in stmts:
+            try:
+                handler = STMT.get(type(s))
+                if handler is None:
+                    raise self.syntax(s, f"unsupported syntax: {type(s).__name__} statement",
+                                      hint="programs use assignments, calls, for/if, return")
+                r = handler(self, s)
+                if r is not None:
+                    out.extend(r if isinstance(r, list) else [r])
+            except UserError as e:
+                self.b.diags.append(e)
+                for name in _assigned_names(s):
+                    self.env[name] = ANY
+        return out
+
+    # ------------------------------------------------------------ statements
+    def s_expr(self, s: ast.Expr):
+        if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+            return None                               # stray string: a comment
+        if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.yield_):
+            raise self.syntax(s, "pl.yield_(...) must be assigned: out = pl.yield_(...)",
+                              "TC309")
+        return N.ExprStmt(self.span(s), self.expr(s.value))
+
+    def s_assign(self, s: ast.Assign):
+        if len(s.targets) != 1:
+            raise self.syntax(s, "chained assignment (a = b = ...) is not supported")
+        return self._assign(s.targets[0], s.value, s)
+
+    def s_annassign(self, s: ast.AnnAssign):
+        if s.value is None:
+            raise self.syntax(s, "a declaration without a value is not supported")
+        return self._assign(s.target, s.value, s)
+
+    def s_augassign(self, s: ast.AugAssign):
+        if not isinstance(s.target, ast.Name):
+            raise self.syntax(s, "augmented assignment needs a plain name on the left")
+        binop = ast.BinOp(left=ast.Name(id=s.target.id, ctx=ast.Load()), op=s.op, right=s.value)
+        ast.copy_location(binop, s)
+        ast.copy_location(binop.left, s.target)
+        return self._assign(s.target, binop, s)
+
+    def _assign(self, target, value_node, s):
+        span = self.span(s)
+        if isinstance(value_node, ast.Call) and self._is_form(value_node.func, control.yield_):
+            return self._yield(target, value_node, s)
+        is_alloc = isinstance(value_node, ast.Call) and \
+            self._resolves_to(value_node.func, pld_ops.alloc_window_buffer)
+        if is_alloc:
+            if not isinstance(target, ast.Name):
+                raise self.syntax(s, "pld.tensor.alloc_window_buffer must be assigned to a single "
+                                  "variable name", "TC303")
+            self._alloc_target = target.id
+        if isinstance(target, ast.Subscript):
+            return self._store_index(target, value_node, s)
+        value = self.expr(value_node)
+        if isinstance(target, ast.Name):
+            self._bind(target.id, value)
+            return N.Assign(span, [target.id], value)
+        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name)
+                                                             for e in target.elts):
+            names = [e.id for e in target.elts]
+            t = value.type
+            items = t.items if isinstance(t, TupleType) else None
+            if items is None and isinstance(value, N.TupleExpr):
+                items = [i.type for i in value.items]
+            if items is None or len(items) != len(names):
+                raise self.syntax(s, f"cannot unpack {describe(t)} into {len(names)} names")
+            for n, it in zip(names, items):
+                self.env[n] = it
+            return N.Assign(span, names, value)
+        raise self.syntax(s, f"unsupported assignment target {type(target).__name__}")
+
+    def _bind(self, name, value):
+        self.env[name] = value.type
+        if isinstance(value, N.Call) and value.record is pld_ops.world_size.record:
+            self.world_vars.add(name)
+        else:
+            self.world_vars.discard(name)
+
+    def _store_index(self, target, value_node, s):
+        view = self.expr(target)
+        value = self.expr(value_node)
+        vt, tt = value.type, view.type
+        if isinstance(tt, ScalarType):                 # x[i, j] = v : one element
+            if not isinstance(vt, ScalarType):
+                raise _err(ProgramTypeError, f"element assignment needs a scalar value; got "
+                           f"{describe(vt)}", self.span(value_node), "TC102")
+        elif isinstance(vt, (TileType, TensorType)):
+            if vt.dtype is not tt.dtype:
+                raise _err(ProgramTypeError, f"assigned value dtype {vt.dtype.name} differs from "
+                           f"destination dtype {tt.dtype.name}", self.span(value_node), "TC204")
+            ns, nd = numel(vt.valid_shape or vt.shape) if isinstance(vt, TileType) \
+                else numel(vt.shape), numel(tt.shape)
+            if ns is not None and nd is not None and ns != nd:
+                raise _err(ProgramValueError, f"cannot assign {describe(vt)} to a region of shape "
+                           f"{list(tt.shape)}", self.span(value_node), "TC208")
+        elif not isinstance(vt, ScalarType):
+            raise _err(ProgramTypeError, f"cannot assign {describe(vt)} into a tensor region",
+                       self.span(value_node), "TC102")
+        return N.StoreIndex(self.span(s), view, value)
+
+    def _yield(self, target, call, s):
+        if not self.yield_stack:
+            raise self.syntax(s, "pl.yield_ is only valid inside a pl.range loop with "
+                              "init_values", "TC309")
+        loop = self.yield_stack[-1]
+        values = [self.expr(a) for a in call.args]
+        if len(values) != len(loop.carried):
+            raise self.syntax(s, f"pl.yield_ gives {len(values)} value(s) but the loop carries "
+                              f"{len(loop.carried)}", "TC309")
+        if isinstance(target, ast.Name):
+            names = [target.id]
+        elif isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name)
+                                                               for e in target.elts):
+            names = [e.id for e in target.elts]
+        else:
+            raise self.syntax(s, "pl.yield_ must be assigned to names", "TC309")
+        if len(names) != len(values):
+            raise self.syntax(s, f"pl.yield_ of {len(values)} value(s) assigned to "
+                              f"{len(names)} name(s)", "TC309")
+        loop.yield_targets = names
+        for n, v in zip(names, values):
+            self.env[n] = v.type
+        for n, v in zip(loop.carried, values):
+            self.env[n] = v.type
+        return N.Yield(self.span(s), values, names, list(loop.carried))
+
+    def s_for(self, s: ast.For):
+        it = s.iter
+        if s.orelse:
+            raise self.syntax(s, "for ... else is not supported")
+        if not isinstance(it, ast.Call):
+            raise self.syntax(it, "loops iterate over pl.range(...), pl.unroll(...) or "
+                              "pl.parallel(...)")
+        form = self._value(it.func)
+        if form is range:
+            form = control.range
+        if form not in (control.range, control.unroll, control.parallel):
+            raise self.syntax(it, "loops iterate over pl.range(...), pl.unroll(...) or "
+                              "pl.parallel(...)")
+        kw = {k.arg: k.value for k in it.keywords}
+        unknown = set(kw) - {"init_values"}
+        if unknown:
+            raise self.syntax(it, f"{form.name}() got unexpected keyword(s) {sorted(unknown)}")
+        if not 1 <= len(it.args) <= 3:
+            raise self.syntax(it, f"{form.name}() takes 1 to 3 bounds (stop | start, stop[, step])")
+        bounds = [self.expr(a) for a in it.args]
+        for b_, a in zip(bounds, it.args):
+            if not isinstance(b_.type, ScalarType):
+                raise _err(ProgramTypeError, f"{form.name}() bounds must be integer scalars; got "
+                           f"{describe(b_.type)}", self.span(a), "TC102")
+        span = self.span(s)
+        if len(bounds) == 1:
+            start, stop, step = N.Const(ScalarType(INDEX), span, 0), bounds[0], \
+                N.Const(ScalarType(INDEX), span, 1)
+        else:
+            start, stop = bounds[0], bounds[1]
+            step = bounds[2] if len(bounds) == 3 else N.Const(ScalarType(INDEX), span, 1)
+        if form is control.unroll and not all(isinstance(b_, N.Const) for b_ in (start, stop, step)):
+            raise self.syntax(it, "pl.unroll bounds must be compile-time constants")
+        if isinstance(step, N.Const) and step.value == 0:
+            raise _err(ProgramValueError, "loop step must not be 0", self.span(it), "TC200")
+        carried, init = [], []
+        target = s.target
+        if "init_values" in kw:
+            if form is control.unroll:
+                raise self.syntax(it, "pl.unroll does not take init_values")
+            iv = kw["init_values"]
+            if not isinstance(iv, (ast.Tuple, ast.List)):
+                raise self.syntax(iv, "init_values must be a tuple of values")
+            init = [self.expr(e) for e in iv.elts]
+            if not (isinstance(target, ast.Tuple) and len(target.elts) == 2
+                    and isinstance(target.elts[0], ast.Name)
+                    and isinstance(target.elts[1], (ast.Tuple, ast.List))
+                    and all(isinstance(e, ast.Name) for e in target.elts[1].elts)):
+                raise self.syntax(target, "with init_values write: for i, (a, b) in "
+                                  "pl.range(n, init_values=(a0, b0)):", "TC309")
+            carried = [e.id for e in target.elts[1].elts]
+            if len(carried) != len(init):
+                raise self.syntax(target, f"{len(carried)} loop-carried name(s) but "
+                                  f"{len(init)} init value(s)", "TC309")
+            var = target.elts[0].id
+        elif isinstance(target, ast.Name):
+            var = target.id
+        else:
+            raise self.syntax(target, "the loop variable must be a plain name")
+        over_world = isinstance(stop, N.Call) and stop.record is pld_ops.world_size.record or \
+            isinstance(stop, N.Var) and stop.name in self.world_vars
+        self.loops[var] = (start, stop, step, over_world)
+        self.env[var] = ScalarType(INDEX)
+        for n, v in zip(carried, init):
+            self.env[n] = v.type
+        node = N.For(span, var, start, stop, step, [], carried, init, [], form.name.split(".")[1])
+        self.yield_stack.append(node)
+        try:
+            node.body = self.block(s.body)
+        finally:
+            self.yield_stack.pop()
+            self.loops.pop(var, None)
+        if carried and not node.yield_targets:
+            raise self.syntax(s, "a loop with init_values must end its body with "
+                              "out = pl.yield_(...)", "TC309")
+        return node
+
+    def s_if(self, s: ast.If):
+        cond = self.expr(s.test)
+        if not isinstance(cond.type, ScalarType):
+            raise _err(ProgramTypeError, f"if-conditions must be scalars; got "
+                       f"{describe(cond.type)}", self.span(s.test), "TC102")
+        return N.If(self.span(s), cond, self.block(s.body), self.block(s.orelse))
+
+    def s_return(self, s: ast.Return):
+        value = self.expr(s.value) if s.value is not None else None
+        self.returns.append(value)
+        return N.Return(self.span(s), value)
+
+    def s_pass(self, s):
+        return None
+
+    def _finish_returns(self):
+        """Record which parameter(s) a function returns, so a dispatch's result
+        can be bound to the caller's argument."""
+        vals = [v for v in self.returns if v is not None]
+        if not vals:
+            self.fn.ret_type = NONE
+            return
+        v = vals[-1]
+        self.fn.ret_type = v.type
+
+        def origin(e):
+            t = e.type
+            if isinstance(t, TensorType) and isinstance(t.origin, tuple) and t.origin[0] == "param":
+                return t.origin[1]
+            return None
+        if isinstance(v, N.TupleExpr):
+            self.fn.returns_param = tuple(origin(i) for i in v.items)
+        else:
+            self.fn.returns_param = origin(v)
+
+    # ----------------------------------------------------------- expressions
+    def expr(self, node) -> N.Expr:
+        handler = EXPR.get(type(node))
+        if handler is None:
+            raise self.syntax(node, f"unsupported syntax: {type(node).__name__} expression")
+        return handler(self, node)
+
+    def e_constant(self, node):
+        return self._const(node.value, self.span(node), node)
+
+    def _const(self, v, span, node=None):
+        if isinstance(v, bool):
+            return N.Const(ScalarType(BOOL), span, v)
+        if isinstance(v, int):
+            return N.Const(ScalarType(INDEX), span, v)
+        if isinstance(v, float):
+            return N.Const(ScalarType(FP32), span, v)
+        if v is None:
+            return N.Const(NONE, span, None)
+        if isinstance(v, str):
+            return N.Const(_PY, span, v)
+        if isinstance(v, DataType):
+            return N.Const(DTypeType(), span, v)
+        if isinstance(v, enum.Enum):
+            return N.Const(EnumType(type(v)), span, v)
+        if isinstance(v, Dim):
+            bound = v.evaluate(self.b.bindings)
+            if isinstance(bound, int):
+                return N.Const(ScalarType(INDEX), span, bound)
+            return N.Const(ScalarType(INDEX), span, bound)   # symbolic until specialised
+        if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, bool, Dim)) for x in v):
+            items = [self._const(x, span) for x in v]
+            return (N.ListExpr if isinstance(v, list) else N.TupleExpr)(_PY, span, items)
+        return N.Const(_PY, span, v)
+
+    def e_name(self, node):
+        if node.id in self.env:
+            return N.Var(self.env[node.id], self.span(node), node.id)
+        v = self._lookup(node)
+        return self._const(v, self.span(node), node)
+
+    def _lookup(self, node):
+        if node.id == "self" and self.kfn.is_method:
+            return self.b.self_ns
+        v = lookup_name(self.src, node.id)
+        if v is _MISSING:
+            raise _err(ProgramSyntaxError, f"unknown name '{node.id}'", self.span(node), "TC307")
+        return v
+
+    def _value(self, node):
+        """The Python object a Name/Attribute chain denotes (never a local variable)."""
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return None
+            return self._lookup(node)
+        if isinstance(node, ast.Attribute):
+            base = self._value(node.value)
+            if base is None:
+                return None
+            if isinstance(base, SelfNamespace):
+                f = base.functions.get(node.attr)
+                if f is None:
+                    raise _err(ProgramSyntaxError, f"program has no function '{node.attr}'",
+                               self.span(node), "TC307")
+                return f
+            return resolve_attr(base, node.attr, node, self.span(node))
+        return None
+
+    def _is_form(self, func_node, form) -> bool:
+        try:
+            return self._value(func_node) is form
+        except UserError:
+            return False
+
+    def _resolves_to(self, func_node, stub) -> bool:
+        try:
+            return self._value(func_node) is stub
+        except UserError:
+            return False
+
+    def e_attribute(self, node):
+        base = None
+        if not (isinstance(node.value, ast.Name) and node.value.id in self.env):
+            base = self._value(node)
+            return self._const(base, self.span(node), node)
+        raise self.syntax(node, f"attribute access on program value '{node.value.id}' is not "
+                          f"supported")
+
+    def e_list(self, node):
+        items = [self.expr(e) for e in node.elts]
+        return N.ListExpr(_PY, self.span(node), items)
+
+    def e_tuple(self, node):
+        items = [self.expr(e) for e in node.elts]
+        return N.TupleExpr(TupleType(tuple(i.type for i in items)), self.span(node), items)
+
+    def e_unaryop(self, node):
+        v = self.expr(node.operand)
+        op = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not ", ast.Invert: "~"}[type(node.op)]
+        if isinstance(v, N.Const) and isinstance(v.value, (int, float)) and op in "-+":
+            return self._const(-v.value if op == "-" else v.value, self.span(node))
+        if isinstance(v.type, (TileType, TensorType)) and op == "-":
+            return self._op_call(pl_ops.mul.record, {"lhs": v, "rhs": self._const(-1, v.span)},
+                                 node)
+        if not isinstance(v.type, ScalarType):
+            raise _err(ProgramTypeError, f"unary '{op.strip()}' needs a scalar; got "
+                       f"{describe(v.type)}", self.span(node), "TC102")
+        return N.UnaryOp(v.type if op != "not " else ScalarType(BOOL), self.span(node), op, v)
+
+    def e_binop(self, node):
+        op = _BINOPS.get(type(node.op))
+        l, r = self.expr(node.left), self.expr(node.right)
+        span = self.span(node)
+        if isinstance(l.type, (TileType, TensorType)) or isinstance(r.type, (TileType, TensorType)):
+            stub = _SHAPED_BINOP.get(op)
+            if stub is None:
+                raise _err(ProgramTypeError, f"operator '{op}' is not defined on tiles/tensors",
+                           span, "TC102")
+            return self._op_call(stub.record, {"lhs": l, "rhs": r}, node)
+        for side, v in (("left", l), ("right", r)):
+            if not isinstance(v.type, ScalarType):
+                raise _err(ProgramTypeError, f"operator '{op}' needs scalar operands; {side} is "
+                           f"{describe(v.type)}", v.span, "TC102")
+        if isinstance(l, N.Const) and isinstance(r, N.Const) and \
+                isinstance(l.value, (int, float)) and isinstance(r.value, (int, float)):
+            try:
+                return self._const(eval(f"a {op} b", {}, {"a": l.value, "b": r.value}), span)
+            except ZeroDivisionError:
+                raise _err(ProgramValueError, "division by zero in a constant expression", span,
+                           "TC200") from None
+        return N.BinOp(_scalar_result(l, r, op), span, op, l, r)
+
+    def e_compare(self, node):
+        if len(node.ops) != 1:
+            raise self.syntax(node, "chained comparisons are not supported; use 'and'")
+        l, r = self.expr(node.left), self.expr(node.comparators[0])
+        for v in (l, r):
+            if not isinstance(v.type, ScalarType):
+                raise _err(ProgramTypeError, f"comparisons need scalars; got {describe(v.type)}",
+                           v.span, "TC102")
+        op = _CMPOPS.get(type(node.ops[0]))
+        if op is None:
+            raise self.syntax(node, "unsupported comparison operator")
+        return N.Compare(ScalarType(BOOL), self.span(node), op, l, r)
+
+    def e_boolop(self, node):
+        vals = [self.expr(v) for v in node.values]
+        return N.BoolOp(ScalarType(BOOL), self.span(node),
+                        "and" if isinstance(node.op, ast.And) else "or", vals)
+
+    def e_subscript(self, node):
+        base = self.expr(node.value)
+        t = base.type
+        if not isinstance(t, (TensorType, TileType)):
+            raise _err(ProgramTypeError, f"only tensors and tiles can be indexed; got "
+                       f"{describe(t)}", self.span(node), "TC102")
+        idx = node.slice
+        parts = list(idx.elts) if isinstance(idx, ast.Tuple) else [idx]
+        if len(parts) > len(t.shape):
+            raise _err(ProgramValueError, f"{len(parts)} indices for a rank-{len(t.shape)} "
+                       f"{t.kind}", self.span(node), "TC201")
+        items, shape = [], []
+        for i, (p, dim) in enumerate(zip(parts + [None] * (len(t.shape) - len(parts)), t.shape)):
+            if p is None:
+                items.append(N.SliceExpr(_PY, self.span(node), None, None))
+                shape.append(dim)
+                continue
+            if isinstance(p, ast.Slice):
+                if p.step is not None:
+                    raise self.syntax(p, "slices with a step are not supported")
+                lo = self.expr(p.lower) if p.lower is not None else None
+                hi = self.expr(p.upper) if p.upper is not None else None
+                lo_v = 0 if lo is None else const_value(lo)
+                hi_v = dim if hi is None else const_value(hi)
+                if not (isinstance(lo_v, int) and isinstance(hi_v, int)):
+                    raise _err(ProgramValueError, "slice bounds must be compile-time integers "
+                               "(use pl.slice with a static shape for runtime offsets)",
+                               self.span(p), "TC216")
+                if lo_v < 0 or (is_static(dim) and hi_v > dim) or hi_v <= lo_v:
+                    raise _err(ProgramValueError, f"slice {lo_v}:{hi_v} is out of bounds for "
+                               f"dimension {i} of size {dim}", self.span(p), "TC202")
+                items.append(N.SliceExpr(_PY, self.span(p), lo, hi))
+                shape.append(hi_v - lo_v)
+            else:
+                e = self.expr(p)
+                if not isinstance(e.type, ScalarType):
+                    raise _err(ProgramTypeError, f"indices must be integer scalars; got "
+                               f"{describe(e.type)}", self.span(p), "TC102")
+                v = const_value(e)
+                if isinstance(v, int) and is_static(dim) and not 0 <= v < dim:
+                    raise _err(ProgramValueError, f"index {v} is out of bounds for dimension {i} "
+                               f"of size {dim}", self.span(p), "TC202")
+                items.append(e)
+        if not shape:                                  # every dim indexed: one element
+            rt = ScalarType(t.dtype)
+        elif isinstance(t, TileType):
+            rt = TileType(tuple(shape), t.dtype)
+        else:
+            rt = TensorType(tuple(shape), t.dtype, dist=False, direction=t.direction)
+        return N.Index(rt, self.span(node), base, items)
+
+    # ------------------------------------------------------------- calls
+    def e_call(self, node):
+        callee = self._value(node.func)
+        span = self.span(node)
+        if callee is None:
+            raise self.syntax(node, "only tilecomm operations and program functions can be "
+                              "called")
+        if isinstance(callee, OpStub):
+            return self._op(callee.record, node)
+        if isinstance(callee, control.SpecialForm):
+            raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
+                              if callee is not control.yield_ else
+                              "pl.yield_(...) must be assigned: out = pl.yield_(...)")
+        from ..language.jit import KernelFunction
+        if isinstance(callee, KernelFunction):
+            return self._func_call(callee, node)
+        if inspect.ismethod(callee) and isinstance(callee.__self__, DataType):
+            args = [const_value(self.expr(a)) for a in node.args]
+            return self._const(callee(*args), span)
+        if callee is range:
+            raise self.syntax(node, "range() can only be used as a for-loop iterator")
+        raise _err(ProgramSyntaxError, f"cannot call {getattr(callee, '__name__', callee)!r} "
+                   f"inside a program", span, "TC302",
+                   hint="programs call pl/pld operations and other program functions")
+
+    def _op(self, record, node):
+        span = self.span(node)
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.syntax(a, "*args in calls are not supported")
+        args = [self.expr(a) for a in node.args]
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.syntax(k, "**kwargs in calls are not supported")
+            kwargs[k.arg] = self.expr(k.value)
+        try:
+            bound = record.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise _err(ProgramTypeError, f"{record.name}(): {e}", span, "TC103",
+                       hint=f"signature: {record.name}{record.signature}") from None
+        explicit = set(bound.arguments)
+        bound.apply_defaults()
+        full = {}
+        for k, v in bound.arguments.items():
+            full[k] = v if isinstance(v, N.Expr) else self._const(v, span)
+        return self._op_call(record, full, node, explicit)
+
+    def _op_call(self, record, args, node, explicit=None):
+        span = self.span(node)
+        if self.kind not in record.contexts:
+            allowed = " or ".join(KIND_NAMES[k] for k in (HOST, ORCH, INCORE)
+                                  if k in record.contexts)
+            raise _err(ProgramSyntaxError, f"{record.name}() can only be called in {allowed}; "
+                       f"here it is used in {KIND_NAMES[self.kind]}", span, "TC301",
+                       hint=_context_hint(record, self.kind))
+        extra = {}
+        if record is pld_ops.alloc_window_buffer.record:
+            lhs, self._alloc_target = self._alloc_target, None
+            if lhs is None:
+                raise _err(ProgramSyntaxError, "pld.tensor.alloc_window_buffer must appear as the "
+                           "RHS of a simple assignment (its result must be bound to a named "
+                           "variable)", span, "TC303", hint="write: buf = pld.alloc_window_buffer(...)")
+            extra["lhs"] = lhs
+        try:
+            c = CallCheck(record, args, span, self.kind, self.b.platform, self.b.world, extra,
+                          explicit)
+            t = record.rule(c)
+        except SkipCheck:
+            t = ANY
+        if record is pld_ops.alloc_window_buffer.record and t is not ANY:
+            t = self._declare_buffer(extra, span)
+        return N.Call(t, span, record, args, extra)
+
+    def _declare_buffer(self, extra, span):
+        name = extra["lhs"]
+        if name in self.b.buffer_names:
+            prev = self.b.buffer_names[name]
+            raise _err(ProgramSyntaxError, f"window buffer name '{name}' is already declared in "
+                       f"this program (at {prev.span})", span, "TC305",
+                       hint="give every alloc_window_buffer its own variable name")
+        buf = N.BufferRecord(name=name, id=len(self.b.buffers), span=span,
+                             devices=frozenset(), nbytes=extra.get("nbytes"))
+        self.b.buffers.append(buf)
+        self.b.buffer_names[name] = buf
+        extra["buffer"] = buf
+        return PtrType(buffer=buf)
+
+    def _func_call(self, callee, node):
+        span = self.span(node)
+        kw = {k.arg: k.value for k in node.keywords}
+        device_node = kw.pop("device", None)
+        if device_node is not None and not (self.kind == HOST and callee.kind in (ORCH, HOST)):
+            raise _err(ProgramTypeError, f"device= is only accepted when a HOST orchestrator "
+                       f"dispatches a chip orchestration function (@pl.jit); "
+                       f"{callee.fn.__name__} is {KIND_NAMES[callee.kind]}"
+                       + ("" if self.kind == HOST else f" and the caller is {KIND_NAMES[self.kind]}"),
+                       self.span(device_node), "TC308", hint="allowed keywords here: none")
+        if self.kind == HOST and callee.kind == INCORE:
+            raise _err(ProgramSyntaxError, f"a HOST orchestrator cannot call the InCore kernel "
+                       f"{callee.fn.__name__} directly", span, "TC301",
+                       hint="dispatch a @pl.jit chip function with device=r that calls the kernel")
+        if self.kind == ORCH and callee.kind != INCORE or self.kind == INCORE or \
+                self.kind == HOST and callee.kind == HOST:
+            raise _err(ProgramSyntaxError, f"{KIND_NAMES[self.kind]} cannot call "
+                       f"{KIND_NAMES[callee.kind]} ({callee.fn.__name__})", span, "TC301",
+                       hint="HOST dispatches @pl.jit chip functions; those call @pl.jit.incore "
+                            "kernels")
+        args = [self.expr(a) for a in node.args]
+        if kw:
+            src = source_mod.load(callee.fn)
+            pnames = [a.arg for a in src.tree.args.args][(1 if callee.is_method else 0):]
+            for k, v in kw.items():
+                if k not in pnames:
+                    raise _err(ProgramTypeError, f"{callee.fn.__name__}() got an unexpected "
+                               f"keyword argument '{k}'", self.span(v), "TC103")
+            for name in pnames[len(args):]:
+                if name not in kw:
+                    raise _err(ProgramTypeError, f"{callee.fn.__name__}() missing argument "
+                               f"'{name}'", span, "TC103")
+                args.append(self.expr(kw[name]))
+        fn_ir = self.b.specialise(callee, [a.type for a in args], span)
+        self._check_args(fn_ir, args, span)
+        devices, device = None, None
+        if self.kind == HOST:
+            devices = self._device_set(device_node) if device_node is not None \
+                else frozenset(range(self.b.world))
+            device = self.expr(device_node) if device_node is not None else None
+            for a in args:
+                if isinstance(a.type, TensorType) and a.type.dist and \
+                        isinstance(a.type.origin, N.BufferRecord):
+                    buf = a.type.origin
+                    buf.passed += 1
+                    buf.devices = buf.devices | devices
+        rt = self._call_result(fn_ir, args)
+        return N.FuncCall(rt, span, fn_ir, args, device, devices)
+
+    def _check_args(self, fn_ir, args, span):
+        for p, a in zip(fn_ir.params, args):
+            pt, at = p.type, a.type
+            if at is ANY:
+                continue
+            fname = fn_ir.py_name
+            if isinstance(pt, TensorType):
+                if not isinstance(at, TensorType) or at.dist != pt.dist:
+                    want = "a DistributedTensor (window view)" if pt.dist else "a plain Tensor"
+                    raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects {want}; "
+                               f"got {describe(at)}", a.span, "TC104")
+                if pt.dtype is not None and at.dtype is not pt.dtype:
+                    raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects dtype "
+                               f"{pt.dtype.name}; got {at.dtype.name}", a.span, "TC204")
+                n1, n2 = numel(pt.shape), numel(at.shape)
+                if n1 is not None and n2 is not None and n1 != n2:
+                    raise _err(ProgramValueError, f"parameter '{p.name}' of {fname} expects shape "
+                               f"{list(pt.shape)}; got {describe(at)}", a.span, "TC208")
+            elif isinstance(pt, ScalarType):
+                if not isinstance(at, ScalarType):
+                    raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects a "
+                               f"scalar; got {describe(at)}", a.span, "TC104")
+            elif isinstance(pt, CommCtxType) and not isinstance(at, CommCtxType):
+                raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects a "
+                           f"CommCtx; got {describe(at)}", a.span, "TC104")
+
+    def _call_result(self, fn_ir, args):
+        rp = fn_ir.returns_param
+        if isinstance(rp, tuple):
+            return TupleType(tuple(args[i].type if i is not None else ANY for i in rp))
+        if isinstance(rp, int):
+            return args[rp].type
+        return fn_ir.ret_type or NONE
+
+    def _device_set(self, node):
+        """Devices a ``device=`` expression covers (forms of the reference, §1.2)."""
+        world = self.b.world
+        span = self.span(node)
+        e = self.expr(node)
+        v = const_value(e)
+        if isinstance(v, int) and not isinstance(v, bool):
+            if not 0 <= v < world:
+                raise _err(ProgramValueError, f"device={v} is out of range: the run has {world} "
+                           f"rank(s) (device_ids has {world} entries)", span, "TC212",
+                           hint="device= is a logical rank index in [0, len(device_ids))")
+            return frozenset([v])
+        if isinstance(e, N.Var) and e.name in self.loops:
+            start, stop, step, over_world = self.loops[e.name]
+            if const_value(step) != 1:
+                raise _err(ProgramValueError, "device=r loop must have step 1", span, "TC211")
+            if over_world and const_value(start) == 0:
+                return frozenset(range(world))
+            a, b = const_value(start), const_value(stop)
+            if not (isinstance(a, int) and isinstance(b, int)):
+                raise _err(ProgramValueError, "device=r loop bound must be a constant or "
+                           "pld.world_size()", span, "TC211")
+            if not 0 <= a <= b <= world:
+                raise _err(ProgramValueError, f"device=r loop covers ranks {a}..{b - 1}, outside "
+                           f"the run's {world} rank(s)", span, "TC212")
+            return frozenset(range(a, b))
+        raise _err(ProgramValueError, "device= expression must be an integer constant or the "
+                   "induction variable of an enclosing pl.range loop", span, "TC211",
+                   hint="write: for r in pl.range(pld.world_size()): chip(..., device=r)")
+
+
+def _scalar_result(l, r, op):
+    lt, rt = l.type.dtype, r.type.dtype
+    if op == "/":
+        return ScalarType(FP32)
+    for t in (lt, rt):
+        if t is not None and t.is_float:
+            return ScalarType(t)
+    if isinstance(l, N.Const) and rt is not None:
+        return ScalarType(rt)
+    return ScalarType(lt or rt)
+
+
+def _context_hint(record, kind):
+    if record.name == "pld.system.world_size":
+        return "pass the rank count or derive it in the kernel with pld.nranks(pld.get_comm_ctx(w))"
+    if kind == HOST:
+        return "move this into a @pl.jit.incore kernel dispatched through a @pl.jit function"
+    if kind == ORCH:
+        return "chip orchestration only sequences kernel calls; move tile work into a kernel"
+    return None
+
+
+def _assigned_names(s) -> list:
+    out = []
+    for n in ast.walk(s):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.append(n.id)
+    return out
+
+
+STMT = {ast.Expr: FunctionParser.s_expr, ast.Assign: FunctionParser.s_assign,
+        ast.AnnAssign: FunctionParser.s_annassign, ast.AugAssign: FunctionParser.s_augassign,
+        ast.For: FunctionParser.s_for, ast.If: FunctionParser.s_if,
+        ast.Return: FunctionParser.s_return, ast.Pass: FunctionParser.s_pass}
+
+EXPR = {ast.Constant: FunctionParser.e_constant, ast.Name: FunctionParser.e_name,
+        ast.Attribute: FunctionParser.e_attribute, ast.Call: FunctionParser.e_call,
+        ast.BinOp: FunctionParser.e_binop, ast.UnaryOp: FunctionParser.e_unaryop,
+        ast.Compare: FunctionParser.e_compare, ast.BoolOp: FunctionParser.e_boolop,
+        ast.List: FunctionParser.e_list, ast.Tuple: FunctionParser.e_tuple,
+        ast.Subscript: FunctionParser.e_subscript}

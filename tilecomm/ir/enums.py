@@ -1,0 +1,71 @@
+"""Enums shared by the language surface, the IR and the runtime (int payloads
+match upstream's ABI)."""
+import enum
+
+
+class NotifyOp(enum.IntEnum):
+    AtomicAdd = 0
+    Set = 1
+
+
+class WaitCmp(enum.IntEnum):
+    Eq = 0
+    Ge = 1
+
+
+class AtomicType(enum.IntEnum):
+    None_ = 0
+    Add = 1
+
+
+class ReduceOp(enum.IntEnum):
+    Sum = 0
+    Max = 1
+    Min = 2
+    Prod = 3
+
+
+class FunctionType(enum.IntEnum):
+    Opaque = 0
+    Orchestration = 1
+    InCore = 2
+    AIC = 3
+    AIV = 4
+    Group = 5
+    Spmd = 6
+    Inline = 7
+    Graph = 8
+
+
+class Level(enum.IntEnum):
+    AIV = 0
+    AIC = 1
+    CORE_GROUP = 2
+    CHIP_DIE = 3
+    CHIP = 4
+    HOST = 5
+    CLUSTER_0 = 6
+    CLUSTER_1 = 7
+    CLUSTER_2 = 8
+    GLOBAL = 9
+    L2CACHE = 3
+    PROCESSOR = 4
+    UMA = 4
+    NODE = 5
+    POD = 6
+    CLOS1 = 7
+    CLOS2 = 8
+
+
+class Role(enum.IntEnum):
+    Orchestrator = 0
+    SubWorker = 1
+
+
+class MemorySpace(enum.IntEnum):
+    DDR = 0
+    Vec = 1
+    Mat = 2
+    Left = 3
+    Right = 4
+    Acc = 5

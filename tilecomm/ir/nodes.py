@@ -1,0 +1,194 @@
+"""IR nodes.  Every node keeps the source span it came from."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Span
+from .types import Type
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass(eq=False)
+class Expr:
+    type: Type
+    span: Span
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: Any = None
+
+
+@dataclass(eq=False)
+class Var(Expr):
+    name: str = ""
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    """A call of a registered primitive.  ``args`` maps parameter names of the
+    record's signature to IR expressions (defaults filled in as ``Const``)."""
+
+    record: Any = None
+    args: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)   # facts the rule derived for lowering
+
+
+@dataclass(eq=False)
+class FuncCall(Expr):
+    """A call of another program function; ``device`` only on HOST dispatches."""
+
+    func: Any = None           # FunctionIR
+    args: list = field(default_factory=list)
+    device: Expr | None = None
+    devices: Any = None        # DeviceSet the dispatch covers
+
+
+@dataclass(eq=False)
+class BinOp(Expr):
+    op: str = "+"
+    left: Expr = None
+    right: Expr = None
+
+
+@dataclass(eq=False)
+class UnaryOp(Expr):
+    op: str = "-"
+    operand: Expr = None
+
+
+@dataclass(eq=False)
+class Compare(Expr):
+    op: str = "=="
+    left: Expr = None
+    right: Expr = None
+
+
+@dataclass(eq=False)
+class BoolOp(Expr):
+    op: str = "and"
+    values: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ListExpr(Expr):
+    items: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class TupleExpr(Expr):
+    items: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class SliceExpr(Expr):
+    start: Expr | None = None
+    stop: Expr | None = None
+
+
+@dataclass(eq=False)
+class Index(Expr):
+    """``x[i]`` / ``x[a:b, c:d]`` on a tensor, window or tile: a view."""
+
+    value: Expr = None
+    items: list = field(default_factory=list)   # Expr (drops the dim) or SliceExpr
+
+
+# ----------------------------------------------------------------- statements
+@dataclass(eq=False)
+class Stmt:
+    span: Span
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    targets: list = field(default_factory=list)   # names; >1 means tuple unpacking
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class StoreIndex(Stmt):
+    """``dst[a:b, c:d] = src`` / ``out[:] = expr``."""
+
+    target: Expr = None        # an Index expression
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class ExprStmt(Stmt):
+    expr: Expr = None
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    var: str = "_"
+    start: Expr = None
+    stop: Expr = None
+    step: Expr = None
+    body: list = field(default_factory=list)
+    carried: list = field(default_factory=list)        # loop-carried names
+    init: list = field(default_factory=list)           # their initial values
+    yield_targets: list = field(default_factory=list)  # names bound by pl.yield_
+    kind: str = "range"
+
+
+@dataclass(eq=False)
+class Yield(Stmt):
+    values: list = field(default_factory=list)
+    targets: list = field(default_factory=list)
+    carried: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr = None
+    body: list = field(default_factory=list)
+    orelse: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Return(Stmt):
+    value: Expr | None = None
+
+
+# ------------------------------------------------------------------ functions
+@dataclass(eq=False)
+class Param:
+    name: str
+    type: Type
+    span: Span
+
+
+@dataclass(eq=False)
+class FunctionIR:
+    name: str                   # unique within the program
+    kind: str                   # host / orchestration / incore
+    params: list
+    body: list
+    span: Span
+    ret_type: Type | None = None
+    py_name: str = ""
+    returns_param: Any = None   # index (or tuple of indices) of the returned parameter(s)
+
+
+@dataclass(eq=False)
+class BufferRecord:
+    """One ``pld.alloc_window_buffer`` site."""
+
+    name: str
+    id: int
+    span: Span
+    devices: Any = None         # frozenset of devices: union of the dispatches its views reach
+    nbytes: Any = None          # static byte size when known
+    views: int = 0
+    passed: int = 0
+
+
+@dataclass(eq=False)
+class ProgramIR:
+    entry: FunctionIR
+    functions: dict             # name -> FunctionIR
+    buffers: list
+    world: int
+    spans: list = field(default_factory=list)   # span table, indexed by span id

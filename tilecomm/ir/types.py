@@ -1,0 +1,269 @@
+"""IR types.  Annotation objects written by users *are* these types:
+``pl.Tensor[[4, 8], pl.FP32]`` evaluates to a ``TensorType``.
+
+Shapes are tuples whose entries are ints or ``Dim`` expressions over
+``pl.dynamic`` variables.  A program is specialised per binding of those
+variables, after which every dim is an int; checks that need a static value
+simply skip dims that are still symbolic.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..dtypes import DataType
+
+
+# --------------------------------------------------------------------------- dims
+class Dim:
+    """A symbolic dimension expression (``NR``, ``NR * SIZE`` ...)."""
+
+    def _bin(self, other, op, sym, swap=False):
+        if not isinstance(other, (int, Dim)):
+            return NotImplemented
+        return DimOp(op, sym, (other, self) if swap else (self, other))
+
+    def __add__(self, o): return self._bin(o, operator.add, "+")
+    def __radd__(self, o): return self._bin(o, operator.add, "+", True)
+    def __sub__(self, o): return self._bin(o, operator.sub, "-")
+    def __rsub__(self, o): return self._bin(o, operator.sub, "-", True)
+    def __mul__(self, o): return self._bin(o, operator.mul, "*")
+    def __rmul__(self, o): return self._bin(o, operator.mul, "*", True)
+    def __floordiv__(self, o): return self._bin(o, operator.floordiv, "//")
+    def __rfloordiv__(self, o): return self._bin(o, operator.floordiv, "//", True)
+    def __mod__(self, o): return self._bin(o, operator.mod, "%")
+
+    def free_vars(self) -> set["DynVar"]:
+        raise NotImplementedError
+
+    def evaluate(self, bindings: dict) -> "int | Dim":
+        raise NotImplementedError
+
+
+class DynVar(Dim):
+    """``pl.dynamic("NR")``: a dimension bound from argument shapes at call time.
+
+    Identity matters: two ``pl.dynamic("X")`` calls are two independent dims."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise TypeError("pl.dynamic() expects a non-empty name string")
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def free_vars(self):
+        return {self}
+
+    def evaluate(self, bindings):
+        return bindings.get(self, self)
+
+    def __reduce__(self):  # pickled only inside one program; rebuilt by name
+        return (DynVar, (self.name,))
+
+
+class DimOp(Dim):
+    def __init__(self, fn, sym: str, args):
+        self.fn, self.sym, self.args = fn, sym, args
+
+    def __repr__(self) -> str:
+        return f"({self.args[0]!r} {self.sym} {self.args[1]!r})"
+
+    def free_vars(self):
+        out = set()
+        for a in self.args:
+            if isinstance(a, Dim):
+                out |= a.free_vars()
+        return out
+
+    def evaluate(self, bindings):
+        vals = [a.evaluate(bindings) if isinstance(a, Dim) else a for a in self.args]
+        if all(isinstance(v, int) for v in vals):
+            return int(self.fn(*vals))
+        return DimOp(self.fn, self.sym, tuple(vals))
+
+
+def is_static(d) -> bool:
+    return isinstance(d, int)
+
+
+def bind_dim(d, bindings):
+    return d.evaluate(bindings) if isinstance(d, Dim) else d
+
+
+def bind_shape(shape, bindings):
+    if shape is None:
+        return None
+    return tuple(bind_dim(d, bindings) for d in shape)
+
+
+def shape_str(shape) -> str:
+    if shape is None:
+        return "[?]"
+    return "[" + ", ".join(str(d) if isinstance(d, int) else repr(d) if isinstance(d, Dim) else "?"
+                           for d in shape) + "]"
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        if not isinstance(d, int):
+            return None
+        n *= d
+    return n
+
+
+# -------------------------------------------------------------------------- types
+class Type:
+    kind = "value"
+
+    def describe(self) -> str:
+        return self.kind
+
+
+IN, OUT, INOUT = "In", "Out", "InOut"
+
+
+@dataclass(frozen=True)
+class TensorType(Type):
+    """A tensor in global memory.  ``dist`` marks a window-bound
+    ``pld.DistributedTensor``.  ``shape=None``: bare annotation, shape taken
+    from the call's argument."""
+
+    shape: tuple | None
+    dtype: DataType | None
+    dist: bool = False
+    direction: str = IN
+    # parameter this value aliases (None for fresh tensors); lets a chip
+    # function's return be mapped back onto the caller's argument
+    origin: Any = field(default=None, compare=False)
+
+    @property
+    def kind(self):
+        return "DistributedTensor" if self.dist else "Tensor"
+
+    def describe(self) -> str:
+        dt = self.dtype.name if self.dtype else "?"
+        return f"{self.kind}{shape_str(self.shape)}<{dt}>"
+
+    @property
+    def rank(self):
+        return None if self.shape is None else len(self.shape)
+
+    def with_(self, **kw):
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class TileType(Type):
+    shape: tuple
+    dtype: DataType
+    valid_shape: tuple | None = None
+    kind = "Tile"
+
+    def describe(self) -> str:
+        return f"Tile{shape_str(self.shape)}<{self.dtype.name}>"
+
+    @property
+    def rank(self):
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class ScalarType(Type):
+    dtype: DataType | None
+    kind = "Scalar"
+
+    def describe(self) -> str:
+        return f"Scalar<{self.dtype.name if self.dtype else '?'}>"
+
+
+@dataclass(frozen=True)
+class PtrType(Type):
+    """Handle returned by ``pld.alloc_window_buffer``."""
+
+    kind = "Ptr"
+    buffer: Any = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class CommCtxType(Type):
+    kind = "CommCtx"
+
+
+@dataclass(frozen=True)
+class TupleType(Type):
+    items: tuple
+    kind = "tuple"
+
+    def describe(self) -> str:
+        return "(" + ", ".join(t.describe() for t in self.items) + ")"
+
+
+@dataclass(frozen=True)
+class ListType(Type):
+    """A compile-time list (offsets, shapes) of scalar expressions."""
+
+    length: int
+    kind = "list"
+
+
+@dataclass(frozen=True)
+class NoneType(Type):
+    kind = "None"
+
+
+@dataclass(frozen=True)
+class EnumType(Type):
+    enum: Any
+    kind = "enum"
+
+
+@dataclass(frozen=True)
+class DTypeType(Type):
+    kind = "dtype"
+
+
+@dataclass(frozen=True)
+class TaskIdType(Type):
+    kind = "TaskId"
+
+
+NONE = NoneType()
+
+
+def is_tensor(t) -> bool:
+    return isinstance(t, TensorType)
+
+
+def is_dist(t) -> bool:
+    return isinstance(t, TensorType) and t.dist
+
+
+def is_plain_tensor(t) -> bool:
+    return isinstance(t, TensorType) and not t.dist
+
+
+def is_tile(t) -> bool:
+    return isinstance(t, TileType)
+
+
+def is_scalar(t) -> bool:
+    return isinstance(t, ScalarType)
+
+
+def shaped(t) -> bool:
+    return isinstance(t, (TensorType, TileType))
+
+
+@dataclass(frozen=True)
+class AnyType(Type):
+    """Type of a value whose statement already failed to check: accepted
+    everywhere so one mistake yields one diagnostic, not a cascade."""
+
+    kind = "?"
+
+
+ANY = AnyType()

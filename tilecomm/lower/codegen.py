@@ -1,0 +1,232 @@
+"""Lowering: typed IR -> readable Python/numpy source, one function each.
+
+Every generated function takes the runtime object as ``_rt`` (the host
+runtime for HOST orchestrators, the rank context inside a worker) and calls
+op implementations as ``_rt.<impl>(...)``.  Each emitted line remembers the
+user span it came from, so a traceback through generated code is reported at
+the user's ``file:line``.  Sources are written to the cache directory so a
+debugger can step through them.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+
+from ..dtypes import DataType
+from ..errors import InternalError
+from ..ir import nodes as N
+from ..ir.types import Dim, TensorType, is_static
+from ..ops.check import const_value
+from ..ops.registry import HOST
+
+_CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def py_name(fn_ir) -> str:
+    return f"f_{fn_ir.name}"
+
+
+class FunctionEmitter:
+    def __init__(self, fn: N.FunctionIR, prog: N.ProgramIR, span_ids: dict):
+        self.fn = fn
+        self.prog = prog
+        self.lines: list[str] = []
+        self.linemap: list = []          # parallel to lines: Span or None
+        self.span_ids = span_ids
+        self.tmp = 0
+
+    def emit(self, text: str, indent: int, span=None):
+        self.lines.append("    " * indent + text)
+        self.linemap.append(span)
+
+    def span_id(self, span) -> int:
+        if span not in self.span_ids:
+            self.span_ids[span] = len(self.prog.spans)
+            self.prog.spans.append(span)
+        return self.span_ids[span]
+
+    # ------------------------------------------------------------ functions
+    def function(self):
+        params = ", ".join(["_rt"] + [p.name for p in self.fn.params])
+        self.emit(f"def {py_name(self.fn)}({params}):", 0, self.fn.span)
+        self.emit(f'"""{self.fn.kind} function {self.fn.py_name}, lowered from '
+                  f'{self.fn.span}"""', 1, self.fn.span)
+        self.block(self.fn.body, 1)
+        self.emit("return None", 1, self.fn.span)
+
+    def block(self, stmts, ind):
+        if not stmts:
+            self.emit("pass", ind)
+        for s in stmts:
+            getattr(self, "s_" + type(s).__name__)(s, ind)
+
+    # ------------------------------------------------------------ statements
+    def s_Assign(self, s, ind):
+        lhs = ", ".join(s.targets) if len(s.targets) > 1 else s.targets[0]
+        self.emit(f"{lhs} = {self.e(s.value)}", ind, s.span)
+
+    def s_StoreIndex(self, s, ind):
+        tgt = s.target
+        self.emit(f"_rt.assign({self.e(tgt.value)}, {self.items(tgt.items)}, {self.e(s.value)})",
+                  ind, s.span)
+
+    def s_ExprStmt(self, s, ind):
+        self.emit(self.e(s.expr), ind, s.span)
+
+    def s_For(self, s, ind):
+        for name, init in zip(s.carried, s.init):
+            self.emit(f"{name} = {self.e(init)}", ind, s.span)
+        for tgt, name in zip(s.yield_targets, s.carried):
+            self.emit(f"{tgt} = {name}", ind, s.span)
+        rng = f"range({self.e(s.start)}, {self.e(s.stop)}, {self.e(s.step)})"
+        self.emit(f"for {s.var} in {rng}:", ind, s.span)
+        self.block(s.body, ind + 1)
+
+    def s_Yield(self, s, ind):
+        t = f"_y{self.tmp}"
+        self.tmp += 1
+        self.emit(f"{t} = ({', '.join(self.e(v) for v in s.values)},)", ind, s.span)
+        self.emit(f"{', '.join(s.carried)}, = {t}", ind, s.span)
+        self.emit(f"{', '.join(s.targets)}, = {t}", ind, s.span)
+
+    def s_If(self, s, ind):
+        self.emit(f"if {self.e(s.cond)}:", ind, s.span)
+        self.block(s.body, ind + 1)
+        if s.orelse:
+            self.emit("else:", ind, s.span)
+            self.block(s.orelse, ind + 1)
+
+    def s_Return(self, s, ind):
+        self.emit(f"return {self.e(s.value) if s.value is not None else 'None'}", ind, s.span)
+
+    # ------------------------------------------------------------ expressions
+    def e(self, x) -> str:
+        return getattr(self, "e_" + type(x).__name__)(x)
+
+    def e_Const(self, x):
+        return literal(x.value)
+
+    def e_Var(self, x):
+        return x.name
+
+    def e_ListExpr(self, x):
+        return "(" + "".join(self.e(i) + ", " for i in x.items) + ")"
+
+    e_TupleExpr = e_ListExpr
+
+    def e_BinOp(self, x):
+        return f"({self.e(x.left)} {x.op} {self.e(x.right)})"
+
+    def e_UnaryOp(self, x):
+        return f"({x.op}{self.e(x.operand)})"
+
+    def e_Compare(self, x):
+        return f"({self.e(x.left)} {_CMP_PY[x.op]} {self.e(x.right)})"
+
+    def e_BoolOp(self, x):
+        return "(" + f" {x.op} ".join(self.e(v) for v in x.values) + ")"
+
+    def items(self, items) -> str:
+        parts = []
+        for it in items:
+            if isinstance(it, N.SliceExpr):
+                lo = self.e(it.start) if it.start is not None else "None"
+                hi = self.e(it.stop) if it.stop is not None else "None"
+                parts.append(f"slice({lo}, {hi})")
+            else:
+                parts.append(self.e(it))
+        return "(" + "".join(p + ", " for p in parts) + ")"
+
+    def e_Index(self, x):
+        return f"_rt.index({self.e(x.value)}, {self.items(x.items)})"
+
+    def e_Call(self, x):
+        rec = x.record
+        if rec.lower is not None:
+            return rec.lower(self, x)
+        args = [self.e(x.args[p]) for p in rec.signature.parameters]
+        if rec.impl == "alloc_window_buffer":
+            buf = x.extra["buffer"]
+            args = [str(buf.id), args[0], args[1]]
+        if "wait" in rec.effects:
+            args.append(f"_loc={self.span_id(x.span)}")
+        return f"_rt.{rec.impl}({', '.join(args)})"
+
+    def e_FuncCall(self, x):
+        callee = x.func
+        args = []
+        for p, a in zip(callee.params, x.args):
+            s = self.e(a)
+            pt, at = p.type, a.type
+            if isinstance(pt, TensorType) and isinstance(at, TensorType) and pt.shape and at.shape \
+                    and tuple(pt.shape) != tuple(at.shape) and all(map(is_static, pt.shape)):
+                s = f"_rt.as_shape({s}, {literal(tuple(pt.shape))})"
+            args.append(s)
+        if self.fn.kind == HOST:
+            dev = self.e(x.device) if x.device is not None else "None"
+            ret = literal(callee.returns_param)
+            return (f"_rt.dispatch({callee.name!r}, {dev}, ({''.join(a + ', ' for a in args)}), "
+                    f"{self.span_id(x.span)}, {ret})")
+        return f"{py_name(callee)}({', '.join(['_rt'] + args)})"
+
+
+def literal(v) -> str:
+    if isinstance(v, DataType):
+        return f"_dt.{v.name}"
+    if isinstance(v, enum.Enum):
+        return str(int(v.value))
+    if isinstance(v, Dim):
+        raise InternalError(f"unbound dynamic dimension {v!r} reached code generation")
+    if isinstance(v, (list, tuple)):
+        return "(" + "".join(literal(i) + ", " for i in v) + ")"
+    if isinstance(v, float) and v != v:
+        return "float('nan')"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "float('inf')" if v > 0 else "float('-inf')"
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return repr(v)
+    raise InternalError(f"cannot emit a literal for {v!r}")
+
+
+class Lowered:
+    """The lowered program: source text, compiled namespace, and line map."""
+
+    def __init__(self, source: str, filename: str, linemap: dict, namespace: dict):
+        self.source = source
+        self.filename = filename
+        self.linemap = linemap
+        self.namespace = namespace
+
+
+def lower_program(prog: N.ProgramIR, cache_dir: str) -> Lowered:
+    span_ids = {s: i for i, s in enumerate(prog.spans)}
+    lines, linemap = ["# generated by tilecomm from the user's program; edits are not read back",
+                      "from tilecomm import dtypes as _dt", ""], {}
+    for fn in prog.functions.values():
+        em = FunctionEmitter(fn, prog, span_ids)
+        em.function()
+        base = len(lines)
+        for i, sp in enumerate(em.linemap):
+            if sp is not None:
+                linemap[base + i + 1] = sp
+        lines.extend(em.lines)
+        lines.append("")
+    source = "\n".join(lines) + "\n"
+    digest = hashlib.sha1(source.encode()).hexdigest()[:16]
+    filename = os.path.join(cache_dir, "lowered", f"{prog.entry.name}_{digest}.py")
+    try:
+        os.makedirs(os.path.dirname(filename), exist_ok=True)
+        if not os.path.exists(filename):
+            tmp = f"{filename}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, filename)
+    except OSError:
+        filename = f"<tilecomm:{prog.entry.name}_{digest}>"   # read-only cache: keep in memory
+    namespace: dict = {}
+    exec(compile(source, filename, "exec"), namespace)
+    return Lowered(source, filename, linemap, namespace)
+
+
+__all__ = ["lower_program", "Lowered", "literal", "const_value"]

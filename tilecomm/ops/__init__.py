@@ -1,0 +1,2 @@
+"""Primitive declarations (one registry record each)."""
+from . import load_all  # noqa: F401

@@ -1,0 +1,183 @@
+"""Helpers the type rules use to inspect a bound call and report misuse."""
+from __future__ import annotations
+
+from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
+from ..ir import nodes as N
+from ..ir.types import (ANY, AnyType, EnumType, ListType, ScalarType, TensorType, TileType,
+                        is_static, shape_str)
+
+
+class SkipCheck(Exception):
+    """Raised when an operand already failed: the call gets type ANY."""
+
+
+class CallCheck:
+    def __init__(self, record, args: dict, span, kind: str, platform, world: int | None,
+                 extra: dict | None = None, explicit=None):
+        self.record = record
+        self.args = args
+        self.span = span
+        self.kind = kind
+        self.platform = platform
+        self.world = world
+        self.extra = extra if extra is not None else {}
+        self.explicit = set(args) if explicit is None else explicit
+        if any(isinstance(getattr(a, "type", None), AnyType) for a in args.values()):
+            raise SkipCheck()
+
+    # ------------------------------------------------------------ access
+    @property
+    def op(self) -> str:
+        return self.record.name
+
+    def arg(self, name):
+        return self.args.get(name)
+
+    def type(self, name):
+        a = self.args.get(name)
+        return a.type if a is not None else None
+
+    def given(self, name) -> bool:
+        a = self.args.get(name)
+        return name in self.explicit and a is not None and \
+            not (isinstance(a, N.Const) and a.value is None)
+
+    def const(self, name, default=None):
+        """Compile-time value of an argument (ints, enums, lists of ints), or default."""
+        return const_value(self.args.get(name), default)
+
+    def span_of(self, name):
+        a = self.args.get(name)
+        return a.span if a is not None else self.span
+
+    # ------------------------------------------------------------ errors
+    def type_error(self, msg, *, code="TC102", hint=None, at=None):
+        raise ProgramTypeError(msg, code=code, span=self.span_of(at) if at else self.span, hint=hint)
+
+    def value_error(self, msg, *, code="TC200", hint=None, at=None):
+        raise ProgramValueError(msg, code=code, span=self.span_of(at) if at else self.span, hint=hint)
+
+    def syntax_error(self, msg, *, code="TC300", hint=None, at=None):
+        raise ProgramSyntaxError(msg, code=code, span=self.span_of(at) if at else self.span, hint=hint)
+
+    # ------------------------------------------------------------ operand kinds
+    def dist(self, name, role=None) -> TensorType:
+        t = self.type(name)
+        if not (isinstance(t, TensorType) and t.dist):
+            self.type_error(f"{self.op} expects a DistributedTensor {role or name} (window-bound); "
+                            f"got {describe(t)}", code="TC101", at=name,
+                            hint="pass a view made with pld.window(...) in the HOST orchestrator")
+        return t
+
+    def tensor(self, name, role=None, *, allow_dist=True) -> TensorType:
+        t = self.type(name)
+        ok = isinstance(t, TensorType) and (allow_dist or not t.dist)
+        if not ok:
+            what = "a Tensor" if allow_dist else "a plain Tensor (not a DistributedTensor)"
+            self.type_error(f"{self.op} expects {what} {role or name}; got {describe(t)}", at=name)
+        return t
+
+    def tile(self, name, role=None, hint=None) -> TileType:
+        t = self.type(name)
+        if not isinstance(t, TileType):
+            self.type_error(f"{self.op} expects a Tile {role or name}; got {describe(t)}", at=name,
+                            hint=hint)
+        return t
+
+    def shaped(self, name, role=None):
+        t = self.type(name)
+        if not isinstance(t, (TensorType, TileType)):
+            self.type_error(f"{self.op} expects a Tensor or Tile {role or name}; got {describe(t)}",
+                            at=name)
+        return t
+
+    def scalar(self, name, role=None):
+        a = self.args.get(name)
+        t = a.type if a is not None else None
+        if not isinstance(t, ScalarType):
+            self.type_error(f"{self.op} expects a scalar {role or name}; got {describe(t)}", at=name)
+        return a
+
+    def enum(self, name, enum_cls):
+        a = self.args.get(name)
+        v = const_value(a)
+        if isinstance(v, enum_cls):
+            return v
+        if isinstance(v, int) and not isinstance(v, bool) and v in {m.value for m in enum_cls}:
+            return enum_cls(v)
+        self.value_error(f"{self.op} {name} must be a {enum_cls.__qualname__} member "
+                         f"({', '.join(m.name for m in enum_cls)}); got {_show(a)}",
+                         code="TC214", at=name)
+
+    def index_list(self, name, rank, what="offsets", target_what="target tensor"):
+        """A list of scalar expressions whose length must equal ``rank``."""
+        a = self.args.get(name)
+        if not isinstance(a, (N.ListExpr, N.TupleExpr)):
+            self.type_error(f"{self.op} {name} must be a list of integers; got {_show(a)}", at=name)
+        for it in a.items:
+            if not isinstance(it.type, ScalarType):
+                self.type_error(f"{self.op} {name} entries must be integer scalars; got "
+                                f"{describe(it.type)}", at=name)
+        if rank is not None and len(a.items) != rank:
+            self.value_error(f"{self.op} {what} rank ({len(a.items)}) must match {target_what} "
+                             f"rank ({rank})", code="TC201", at=name,
+                             hint=f"give one {what[:-1] if what.endswith('s') else what} entry per "
+                                  f"dimension of the {target_what}")
+        return [const_value(it) for it in a.items]
+
+    def region_in_bounds(self, offsets, extents, dims, *, what, at, code="TC202"):
+        """Static bounds check of a region; dims/offsets/extents may be symbolic."""
+        for i, (o, e, d) in enumerate(zip(offsets, extents, dims)):
+            if is_static(o) and o < 0:
+                self.value_error(f"{self.op} {what}: offset {o} in dimension {i} is negative",
+                                 code=code, at=at)
+            if is_static(o) and is_static(e) and is_static(d) and o + e > d:
+                self.value_error(
+                    f"{self.op} {what} exceeds its tensor in dimension {i} "
+                    f"(offset={o}, extent={e}, dim={d})", code=code, at=at,
+                    hint="keep offset + extent within the tensor's shape")
+
+    def atomic_dtype(self, atomic, dtype, at="atomic"):
+        from ..dtypes import ATOMIC_ADD_DTYPES, BF16
+        if atomic is None or int(atomic) == 0:
+            return
+        if dtype not in ATOMIC_ADD_DTYPES:
+            self.value_error(
+                f"{self.op} with atomic=AtomicType.Add requires an fp32/bf16/fp16/int32/int16/int8 "
+                f"dtype; got {dtype.name}", code="TC203", at=at)
+        if dtype is BF16 and self.platform is not None and not self.platform.bf16_atomic_add:
+            self.value_error(
+                f"{self.op} with atomic=AtomicType.Add on BF16 is only supported on the a2a3 "
+                f"platform; this program is checked for '{self.platform.name}'", code="TC215",
+                at=at)
+
+
+def const_value(a, default=None):
+    if a is None:
+        return default
+    if isinstance(a, N.Const):
+        return a.value
+    if isinstance(a, (N.ListExpr, N.TupleExpr)):
+        return [const_value(i) for i in a.items]
+    return default
+
+
+def describe(t) -> str:
+    if t is None:
+        return "nothing"
+    if isinstance(t, EnumType):
+        return t.enum.__name__
+    return t.describe() if hasattr(t, "describe") else type(t).__name__
+
+
+def _show(a) -> str:
+    if isinstance(a, N.Const):
+        return repr(a.value)
+    return describe(getattr(a, "type", None))
+
+
+def static_shape_str(shape):
+    return shape_str(shape)
+
+
+__all__ = ["CallCheck", "SkipCheck", "const_value", "describe", "ANY", "ListType"]

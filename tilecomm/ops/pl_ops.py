@@ -1,0 +1,277 @@
+"""``pl`` primitives used by distributed programs: tiles, tensors, scalars."""
+from __future__ import annotations
+
+from ..dtypes import DataType, FP32, INT32
+from ..ir.enums import AtomicType
+from ..ir.types import (Dim, NONE, ScalarType, TensorType, TileType, is_static)
+from .check import const_value, describe
+from .registry import HOST, INCORE, ORCH, op
+
+KERNEL = (INCORE,)
+ANYWHERE = (HOST, ORCH, INCORE)
+
+
+def _static_list(c, name, rank, what):
+    vals = c.index_list(name, rank, what=what, target_what="tensor")
+    for v in vals:
+        if isinstance(v, Dim):
+            continue                      # symbolic until the call binds pl.dynamic dims
+        if not is_static(v):
+            c.value_error(f"{c.op} {name} must be compile-time integers; got a runtime value",
+                          code="TC216", at=name, hint="tile shapes are fixed when the program is "
+                          "compiled; bound dynamic dims with pl.dynamic and real arguments")
+        elif v <= 0:
+            c.value_error(f"{c.op} {name} entries must be positive; got {v}", code="TC210", at=name)
+    return tuple(vals)
+
+
+def _dtype_arg(c, name):
+    v = c.const(name)
+    if not isinstance(v, DataType):
+        c.type_error(f"{c.op} {name} must be a dtype such as pl.FP32; got {describe(c.type(name))}",
+                     at=name)
+    return v
+
+
+# ------------------------------------------------------------------ load/store
+@op("pl.load", where=KERNEL, effects={"read"}, impl="load", static=("target_memory", "clamp"))
+def load(tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
+    """Read ``tensor[offsets : offsets + shapes]`` into a new tile of physical shape
+    ``shapes``; with ``valid_shape`` only that leading extent is read (the rest is 0).
+    On a DistributedTensor it reads this rank's own copy."""
+
+
+@load.rule
+def _load(c):
+    t = c.tensor("tensor", "source")
+    offs = c.index_list("offsets", t.rank, target_what="source tensor")
+    shp = _static_list(c, "shapes", t.rank, "shapes")
+    valid = c.index_list("valid_shape", t.rank, what="valid_shape",
+                         target_what="source tensor") if c.given("valid_shape") else None
+    extents = [v if v is not None else s for v, s in zip(valid, shp)] if valid else list(shp)
+    c.region_in_bounds(offs, extents, t.shape, what="load region", at="shapes")
+    return TileType(shp, t.dtype, tuple(valid) if valid else None)
+
+
+@op("pl.store", where=KERNEL, effects={"write"}, impl="store")
+def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_):
+    """Write the tile's valid region into ``output_tensor`` at ``offsets`` and return
+    the updated tensor (``out = pl.store(t, [0, 0], out)``).  A 2-D tile lands on
+    the inner two dims of a higher-rank tensor.  ``atomic=AtomicType.Add``
+    accumulates instead of overwriting."""
+
+
+@store.rule
+def _store(c):
+    tl = c.tile("tile", "source tile")
+    out = c.tensor("output_tensor", "destination")
+    offs = c.index_list("offsets", out.rank, target_what="destination tensor")
+    if tl.rank > out.rank:
+        c.value_error(f"pl.store: a rank-{tl.rank} tile cannot be stored into a rank-{out.rank} "
+                      f"tensor", code="TC201", at="tile")
+    if tl.dtype is not out.dtype:
+        c.type_error(f"pl.store: tile dtype {tl.dtype.name} differs from destination dtype "
+                     f"{out.dtype.name}", code="TC204", hint="convert with pl.cast first")
+    ext = c.index_list("shapes", tl.rank, what="shapes", target_what="tile") if c.given("shapes") \
+        else list(tl.valid_shape or tl.shape)
+    ext = [1] * (out.rank - len(ext)) + list(ext)
+    c.region_in_bounds(offs, ext, out.shape, what="store region", at="offsets")
+    c.atomic_dtype(c.enum("atomic", AtomicType), out.dtype)
+    return out
+
+
+@op("pl.read", where=ANYWHERE, effects={"read"}, impl="read")
+def read(src, offset):
+    """Read one element of a tensor (a window's local copy) or tile as a scalar."""
+
+
+@read.rule
+def _read(c):
+    t = c.shaped("src", "source")
+    if c.type("offset") is not None and isinstance(c.type("offset"), ScalarType):
+        return ScalarType(t.dtype)
+    offs = c.index_list("offset", t.rank, what="offset", target_what="source")
+    c.region_in_bounds(offs, [1] * len(offs), t.shape, what="element index", at="offset")
+    return ScalarType(t.dtype)
+
+
+@op("pl.write", where=ANYWHERE, effects={"write"}, impl="write")
+def write(dst, offset, value):
+    """Write one scalar element of a tensor (a window's local copy) or tile."""
+
+
+@write.rule
+def _write(c):
+    t = c.shaped("dst", "destination")
+    if not isinstance(c.type("offset"), ScalarType):
+        offs = c.index_list("offset", t.rank, what="offset", target_what="destination")
+        c.region_in_bounds(offs, [1] * len(offs), t.shape, what="element index", at="offset")
+    c.scalar("value")
+    return NONE
+
+
+# ------------------------------------------------------------------ elementwise
+def _elementwise(c):
+    lt, rt = c.type("lhs"), c.type("rhs")
+    lsc, rsc = isinstance(lt, ScalarType), isinstance(rt, ScalarType)
+    for side, t in (("lhs", lt), ("rhs", rt)):
+        if not isinstance(t, (ScalarType, TileType, TensorType)):
+            c.type_error(f"{c.op} expects tiles, tensors or scalars; {side} is {describe(t)}",
+                         at=side)
+    if lsc and rsc:
+        dt = lt.dtype if (lt.dtype and lt.dtype.is_float) or not (rt.dtype and rt.dtype.is_float) \
+            else rt.dtype
+        return ScalarType(dt)
+    if lsc or rsc:
+        shaped = rt if lsc else lt
+        return _fresh(shaped, shaped.shape, shaped.dtype)
+    if type(lt) is not type(rt) and not (isinstance(lt, TensorType) and isinstance(rt, TensorType)):
+        c.type_error(f"{c.op} cannot combine a {lt.kind} with a {rt.kind}", at="rhs",
+                     hint="load tensors into tiles with pl.load first")
+    if lt.dtype is not rt.dtype:
+        c.type_error(f"{c.op} operands have different dtypes ({lt.dtype.name} vs {rt.dtype.name})",
+                     code="TC204", at="rhs", hint="there is no implicit promotion; use pl.cast")
+    if len(lt.shape) != len(rt.shape) or any(
+            is_static(a) and is_static(b) and a != b for a, b in zip(lt.shape, rt.shape)):
+        c.value_error(f"{c.op} operand shapes differ: {describe(lt)} vs {describe(rt)}",
+                      code="TC208", at="rhs")
+    out = _fresh(lt, lt.shape, lt.dtype)
+    if isinstance(lt, TileType) and (lt.valid_shape or rt.valid_shape):
+        out = TileType(lt.shape, lt.dtype, lt.valid_shape or rt.valid_shape)
+    return out
+
+
+def _fresh(t, shape, dtype):
+    if isinstance(t, TileType):
+        return TileType(tuple(shape), dtype, t.valid_shape)
+    return TensorType(tuple(shape), dtype)
+
+
+def _declare_binary(name, impl, doc):
+    def stub(lhs, rhs):
+        pass
+    stub.__name__ = name.rsplit(".", 1)[1]
+    stub.__doc__ = doc
+    s = op(name, where=KERNEL, impl=impl)(stub)
+    s.rule(_elementwise)
+    return s
+
+
+add = _declare_binary("pl.add", "add", "Elementwise ``lhs + rhs`` on tiles/tensors; a scalar "
+                      "operand is broadcast.")
+sub = _declare_binary("pl.sub", "sub", "Elementwise ``lhs - rhs``; a scalar operand is broadcast.")
+mul = _declare_binary("pl.mul", "mul", "Elementwise ``lhs * rhs``; a scalar operand is broadcast.")
+div = _declare_binary("pl.div", "div", "Elementwise ``lhs / rhs``; a scalar operand is broadcast.")
+maximum = _declare_binary("pl.maximum", "maximum", "Elementwise maximum of two operands.")
+minimum = _declare_binary("pl.minimum", "minimum", "Elementwise minimum of two operands.")
+
+
+@op("pl.cast", where=KERNEL, impl="cast", static=("target_type", "mode"))
+def cast(input, target_type, mode="round"):
+    """Convert a tile, tensor or scalar to ``target_type`` (round to nearest)."""
+
+
+@cast.rule
+def _cast(c):
+    t = c.type("input")
+    dt = _dtype_arg(c, "target_type")
+    if isinstance(t, ScalarType):
+        return ScalarType(dt)
+    if isinstance(t, (TileType, TensorType)):
+        return _fresh(t, t.shape, dt)
+    c.type_error(f"pl.cast expects a tile, tensor or scalar; got {describe(t)}", at="input")
+
+
+# ------------------------------------------------------------------ tile makers
+@op("pl.tile.full", where=KERNEL, impl="full", static=("shape", "dtype"))
+def full(shape, dtype, value):
+    """A new tile of ``shape`` filled with ``value``."""
+
+
+@full.rule
+def _full(c):
+    shp = _static_list(c, "shape", None, "shape")
+    dt = _dtype_arg(c, "dtype")
+    c.scalar("value")
+    return TileType(shp, dt)
+
+
+@op("pl.tile.create", where=KERNEL, impl="create_tile", static=("shape", "dtype"))
+def create(shape, dtype, target_memory=None, transpose=None, *, flat_layout=None):
+    """A new scratch tile of ``shape`` (zero-filled on the CPU)."""
+
+
+@create.rule
+def _create(c):
+    return TileType(_static_list(c, "shape", None, "shape"), _dtype_arg(c, "dtype"))
+
+
+@op("pl.slice", where=KERNEL, impl="slice_", static=("shape",))
+def slice(input, shape, offset, valid_shape=None, drop_dims=None, pad_value=None, clamp=False):
+    """View of ``input[offset : offset + shape]`` (shape first, then offset)."""
+
+
+@slice.rule
+def _slice(c):
+    t = c.shaped("input", "source")
+    shp = _static_list(c, "shape", t.rank, "shape")
+    offs = c.index_list("offset", t.rank, what="offset", target_what="source")
+    c.region_in_bounds(offs, shp, t.shape, what="slice", at="offset")
+    return _fresh(t, shp, t.dtype)
+
+
+# ------------------------------------------------------------------ scalars
+@op("pl.const", where=ANYWHERE, impl="const", static=("dtype",))
+def const(value, dtype):
+    """A typed scalar constant: ``pl.const(0, pl.INT32)``."""
+
+
+@const.rule
+def _const(c):
+    v = c.const("value")
+    dt = _dtype_arg(c, "dtype")
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        c.type_error(f"pl.const value must be a number literal; got {describe(c.type('value'))}",
+                     at="value")
+    return ScalarType(dt)
+
+
+def _scalar_pair(c):
+    a, b = c.scalar("lhs"), c.scalar("rhs")
+    ta, tb = a.type.dtype, b.type.dtype
+    return ScalarType(ta if ta is not None else tb)
+
+
+@op("pl.min", where=ANYWHERE, impl="smin")
+def min(lhs, rhs):
+    """The smaller of two scalars."""
+
+
+@op("pl.max", where=ANYWHERE, impl="smax")
+def max(lhs, rhs):
+    """The larger of two scalars."""
+
+
+min.rule(_scalar_pair)
+max.rule(_scalar_pair)
+
+
+@op("pl.create_tensor", where=ANYWHERE, effects={"alloc"}, impl="create_tensor",
+    static=("shape", "dtype"))
+def create_tensor(shape, dtype, layout=None, manual_dep=False, init_value=None):
+    """A new zero-initialised intermediate tensor (on the host: in shared memory
+    so every rank's dispatch can use it)."""
+
+
+@create_tensor.rule
+def _create_tensor(c):
+    shp = _static_list(c, "shape", None, "shape")
+    dt = _dtype_arg(c, "dtype")
+    if c.given("init_value"):
+        c.scalar("init_value")
+    return TensorType(shp, dt)
+
+
+__all__ = ["load", "store", "read", "write", "add", "sub", "mul", "div", "maximum", "minimum",
+           "cast", "full", "create", "slice", "const", "min", "max", "create_tensor", "FP32",
+           "INT32", "const_value"]

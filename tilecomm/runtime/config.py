@@ -1,0 +1,122 @@
+"""All runtime knobs: one frozen, validated dataclass passed explicitly.
+
+Environment variables are read in exactly one place (``from_env``) so two
+runtimes with different settings can live in one process."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Limits of a target chip, enforced while still executing on the CPU."""
+
+    name: str
+    bf16_atomic_add: bool
+    aiv_cores: int
+
+
+PLATFORMS = {
+    "cpu": Platform("cpu", bf16_atomic_add=True, aiv_cores=0),
+    "a2a3": Platform("a2a3", bf16_atomic_add=True, aiv_cores=48),
+    "a2a3sim": Platform("a2a3sim", bf16_atomic_add=True, aiv_cores=48),
+    "a5": Platform("a5", bf16_atomic_add=False, aiv_cores=36),
+    "a5sim": Platform("a5sim", bf16_atomic_add=False, aiv_cores=36),
+}
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """Which devices the program runs on: rank r is device ``device_ids[r]``."""
+
+    device_ids: tuple = (0,)
+    num_sub_workers: int = 0
+    runtime: str = "tensormap_and_ringbuffer"
+    aicpu_thread_num: int = 0
+
+    def __post_init__(self):
+        ids = self.device_ids
+        if isinstance(ids, int) or not hasattr(ids, "__iter__"):
+            raise ConfigError(f"DistributedConfig.device_ids must be a list of device indices, "
+                              f"got {ids!r}", code="TC401")
+        ids = tuple(ids)
+        object.__setattr__(self, "device_ids", ids)
+        if not ids:
+            raise ConfigError("DistributedConfig.device_ids must not be empty", code="TC401")
+        if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in ids):
+            raise ConfigError(f"DistributedConfig.device_ids must be non-negative device indices, "
+                              f"got {list(ids)}", code="TC401")
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"DistributedConfig.device_ids must be distinct, got {list(ids)}",
+                              code="TC401")
+        if self.num_sub_workers < 0:
+            raise ConfigError(f"DistributedConfig.num_sub_workers must be non-negative, got "
+                              f"{self.num_sub_workers}", code="TC401")
+        if self.aicpu_thread_num < 0 or self.aicpu_thread_num == 1:
+            raise ConfigError(f"DistributedConfig.aicpu_thread_num must be 0 (architecture "
+                              f"default) or at least 2, got {self.aicpu_thread_num}", code="TC401")
+
+    @property
+    def world_size(self) -> int:
+        return len(self.device_ids)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a program is compiled and run.
+
+    platform           "cpu" (default) or a chip profile ("a2a3", "a5", and their
+                       "*sim" aliases) whose limits are enforced at compile time.
+    distributed_config which devices run the program.
+    deadlock_timeout_s quiescence must persist this long before a deadlock is
+                       reported (the report itself comes within ~2 s).
+    wait_timeout_s     a wait that is still blocked after this long while other
+                       ranks keep running is reported as a hang (0 = never).
+    spin_iters         busy-poll iterations before a wait yields, then sleeps.
+    cache_dir          where lowered Python sources are kept for stepping through.
+    """
+
+    platform: str = "cpu"
+    distributed_config: DistributedConfig | None = None
+    deadlock_timeout_s: float = 0.3
+    wait_timeout_s: float = 0.0
+    spin_iters: int = 2000
+    cache_dir: str | None = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self):
+        if self.platform not in PLATFORMS:
+            raise ConfigError(f"RunConfig.platform must be one of {sorted(PLATFORMS)}, got "
+                              f"{self.platform!r}", code="TC402")
+        if self.distributed_config is not None and not isinstance(self.distributed_config,
+                                                                  DistributedConfig):
+            raise ConfigError("RunConfig.distributed_config must be a DistributedConfig",
+                              code="TC402")
+        if self.deadlock_timeout_s <= 0 or self.wait_timeout_s < 0 or self.spin_iters < 0:
+            raise ConfigError("RunConfig timeouts and spin_iters must be non-negative "
+                              "(deadlock_timeout_s > 0)", code="TC402")
+
+    @property
+    def platform_profile(self) -> Platform:
+        return PLATFORMS[self.platform]
+
+    @property
+    def dist(self) -> DistributedConfig:
+        return self.distributed_config or DistributedConfig()
+
+    def resolved_cache_dir(self) -> str:
+        if self.cache_dir:
+            return self.cache_dir
+        return from_env().get("cache_dir") or os.path.join(
+            os.path.expanduser("~"), ".cache", "tilecomm")
+
+
+def from_env() -> dict:
+    """The only place environment variables are read."""
+    out = {}
+    if os.environ.get("TILECOMM_CACHE_DIR"):
+        out["cache_dir"] = os.environ["TILECOMM_CACHE_DIR"]
+    return out

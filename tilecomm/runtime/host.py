@@ -1,0 +1,146 @@
+"""The host runtime (``_rt`` of a lowered HOST orchestrator).
+
+It runs in the caller's process: it allocates window segments and host
+intermediates, turns host values into descriptors, and sends each dispatch to
+the worker of its rank.  Dispatches are asynchronous; per rank they execute in
+host program order.  A dispatch that reads a host tensor another rank writes
+(or writes one another rank reads) carries an explicit dependency on that
+rank's dispatch, since windows are the only place ranks may race by design.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RuntimeFault
+from ..ir.types import IN, INOUT, OUT
+from .kernel_ops import KernelOps
+from .values import HostRef, WindowBuffer, WindowRef
+
+
+class HostTensor:
+    """A host tensor (or a view of one) living in a shared segment."""
+
+    __slots__ = ("segment", "array", "base_addr")
+
+    def __init__(self, segment, array: np.ndarray):
+        self.segment = segment
+        self.array = array
+        self.base_addr = segment.addr
+
+    def ref(self) -> HostRef:
+        a = self.array
+        return HostRef(self.segment.name, a.ctypes.data - self.base_addr, a.shape, a.strides,
+                       a.dtype.str if a.dtype.kind != "V" else a.dtype.name)
+
+    def byte_range(self):
+        a = self.array
+        lo = a.ctypes.data - self.base_addr
+        if a.size == 0:
+            return lo, lo
+        span = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0)
+        neg = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s < 0)
+        return lo + neg, lo + span + a.itemsize
+
+
+class HostRuntime(KernelOps):
+    def __init__(self, call):
+        self.call = call
+        self.world = call.world
+        self._rr = 0
+        self._seq = [0] * call.world
+        self._access: dict = {}      # segment name -> list of (rank, seq, lo, hi, is_write)
+
+    # ---------------------------------------------------------------- values
+    def world_size(self):
+        return self.world
+
+    def alloc_window_buffer(self, buf_id, size, dtype):
+        rec = self.call.executable.prog.buffers[buf_id]
+        if isinstance(size, tuple):
+            n = 1
+            for d in size:
+                n *= int(d)
+            nbytes = n * dtype.get_byte()
+        else:
+            nbytes = int(size)
+        if nbytes <= 0:
+            raise RuntimeFault(f"window buffer '{rec.name}' size must be positive; got {nbytes}",
+                               code="TC503")
+        devices = tuple(sorted(rec.devices))
+        names = tuple(self.call.new_segment(nbytes).name for _ in devices)
+        buf = WindowBuffer(buf_id, rec.name, nbytes, devices, names)
+        self.call.buffers[buf_id] = buf
+        return buf
+
+    def window(self, buf, shape, dtype):
+        shape = tuple(int(d) for d in shape)
+        n = int(np.prod(shape)) * dtype.get_byte()
+        if n > buf.nbytes:
+            raise RuntimeFault(f"pld.window view of {n} bytes does not fit in window buffer "
+                               f"'{buf.name}' of {buf.nbytes} bytes", code="TC502")
+        return WindowRef(buf, shape, dtype.np_dtype.str if dtype.np_dtype.kind != "V"
+                         else dtype.np_dtype.name)
+
+    def get_comm_ctx(self, dist_tensor):
+        return dist_tensor
+
+    def create_tensor(self, shape, dtype, layout=None, manual_dep=False, init_value=None):
+        shape = tuple(int(d) for d in shape)
+        nbytes = max(1, int(np.prod(shape)) * dtype.get_byte())
+        seg = self.call.new_segment(nbytes)
+        a = seg.ndarray(dtype.np_dtype, shape)
+        if init_value is not None:
+            a[...] = init_value
+        return HostTensor(seg, a)
+
+    def index(self, base, items):
+        if isinstance(base, HostTensor):
+            view = KernelOps.index(self, base.array, items)
+            if isinstance(view, np.ndarray):
+                return HostTensor(base.segment, view)
+            raise RuntimeFault("a HOST orchestrator cannot read tensor elements: dispatches run "
+                               "asynchronously on the ranks", code="TC503")
+        raise RuntimeFault(f"cannot index {type(base).__name__} in a HOST orchestrator",
+                           code="TC503")
+
+    # ---------------------------------------------------------------- dispatch
+    def dispatch(self, fname, device, args, loc, ret):
+        world = self.world
+        if device is None:                      # comm-less: round-robin placement
+            device, self._rr = self._rr % world, self._rr + 1
+        device = int(device)
+        if not 0 <= device < world:
+            raise RuntimeFault(f"device={device} is out of range for {world} rank(s)",
+                               code="TC501")
+        self._seq[device] += 1
+        seq = self._seq[device]
+        dirs = self.call.executable.directions[fname]
+        descs, deps = [], {}
+        for a, d in zip(args, dirs):
+            if isinstance(a, HostTensor):
+                descs.append(a.ref())
+                self._track(a, device, seq, d, deps)
+            elif isinstance(a, WindowRef):
+                descs.append(a)
+            elif isinstance(a, (int, float, bool, np.integer, np.floating)):
+                descs.append(a.item() if isinstance(a, np.generic) else a)
+            else:
+                raise RuntimeFault(f"cannot pass {type(a).__name__} to a chip dispatch",
+                                   code="TC503")
+        self.call.send(device, ("run", fname, seq, tuple(descs), tuple(deps.items()), loc))
+        if isinstance(ret, tuple):
+            return tuple(args[i] if i is not None else None for i in ret)
+        return args[ret] if isinstance(ret, int) else None
+
+    def _track(self, t: HostTensor, device, seq, direction, deps):
+        lo, hi = t.byte_range()
+        writes = direction in (OUT, INOUT)
+        reads = direction in (IN, INOUT)
+        hist = self._access.setdefault(t.segment.name, [])
+        for (r, s, l2, h2, w2) in hist:
+            if r == device or h2 <= lo or hi <= l2:
+                continue
+            if w2 or writes:                    # RAW, WAR or WAW across ranks
+                if deps.get(r, 0) < s:
+                    deps[r] = s
+        hist.append((device, seq, lo, hi, writes and not reads or writes))

@@ -1,0 +1,286 @@
+"""Local (non-communicating) op implementations on numpy.
+
+Every region is bounds-checked before memory is touched: numpy would silently
+truncate an out-of-range slice, and on a shared window that could hide a
+protocol bug or write another buffer's bytes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _native_core as native
+from .. import dtypes as D
+from ..errors import RuntimeFault
+from .values import Tile, WindowView, make_tile, valid_region
+
+
+def arr(x):
+    return x.local if isinstance(x, WindowView) else x
+
+
+def fault(msg, code="TC502", hint=None):
+    return RuntimeFault(msg, code=code, hint=hint)
+
+
+def region(a: np.ndarray, offsets, extents, what: str) -> np.ndarray:
+    """``a[offsets : offsets + extents]`` after checking it is inside ``a``.
+    A shorter ``extents`` applies to the innermost dims (leading extents 1)."""
+    nd = a.ndim
+    if len(offsets) != nd:
+        raise fault(f"{what}: {len(offsets)} offsets for a rank-{nd} tensor", code="TC503")
+    ext = (1,) * (nd - len(extents)) + tuple(extents)
+    idx = []
+    for i, (o, e, d) in enumerate(zip(offsets, ext, a.shape)):
+        o, e = int(o), int(e)
+        if o < 0 or e < 0 or o + e > d:
+            raise fault(f"{what} is out of bounds in dimension {i}: offset {o} + extent {e} > "
+                        f"size {d}", hint="check the offsets computed at run time")
+        idx.append(slice(o, o + e))
+    return a[tuple(idx)]
+
+
+def element_index(a: np.ndarray, offset, what: str) -> tuple:
+    if isinstance(offset, (int, np.integer)):
+        n = int(offset)
+        if not 0 <= n < a.size:
+            raise fault(f"{what}: flat index {n} is out of bounds for {a.size} elements")
+        return np.unravel_index(n, a.shape)
+    if len(offset) != a.ndim:
+        raise fault(f"{what}: {len(offset)} indices for a rank-{a.ndim} tensor", code="TC503")
+    for i, (o, d) in enumerate(zip(offset, a.shape)):
+        if not 0 <= int(o) < d:
+            raise fault(f"{what}: index {int(o)} is out of bounds for dimension {i} of size {d}")
+    return tuple(int(o) for o in offset)
+
+
+def py_scalar(v):
+    if isinstance(v, (np.floating, float)) or (hasattr(v, "dtype") and v.dtype.kind == "V"):
+        return float(v)
+    if isinstance(v, np.generic) and v.dtype == D.BF16.np_dtype:
+        return float(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def atomic_add(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst += src`` with per-element atomicity across processes."""
+    dt = D.from_numpy(dst.dtype)
+    if dt is None or dt.atomic_code is None:
+        raise fault(f"atomic add is not supported for dtype {dst.dtype}", code="TC503")
+    src = np.ascontiguousarray(np.broadcast_to(src.reshape(dst.shape) if src.size == dst.size
+                                               else src, dst.shape), dtype=dst.dtype)
+    if dst.ndim == 0:
+        dst, src = dst.reshape(1), src.reshape(1)
+    lead = dst.shape[:-2] if dst.ndim > 2 else ()
+    for li in np.ndindex(*lead):
+        d2 = dst[li] if lead else dst
+        s2 = src[li] if lead else src
+        if d2.ndim == 1:
+            d2, s2 = d2.reshape(1, -1), s2.reshape(1, -1)
+        rows, cols = d2.shape
+        if d2.strides[1] == d2.itemsize or cols == 1:
+            native.atomic_add_2d(d2.ctypes.data, d2.strides[0], s2.ctypes.data, s2.strides[0],
+                                 rows, cols, dt.atomic_code)
+        else:                                     # strided inner dim: one element per row
+            for r in range(rows):
+                native.atomic_add_2d(d2[r].ctypes.data, d2.strides[1], s2[r].ctypes.data,
+                                     s2.itemsize, cols, 1, dt.atomic_code)
+
+
+def write_region(dst: np.ndarray, src: np.ndarray, atomic: int) -> None:
+    if src.shape != dst.shape:
+        src = src.reshape(dst.shape)
+    if atomic:
+        atomic_add(dst, src)
+    else:
+        np.copyto(dst, src, casting="no" if src.dtype == dst.dtype else "same_kind")
+
+
+def tile_valid(t) -> np.ndarray:
+    v = valid_region(t)
+    if tuple(v) == t.shape:
+        return np.asarray(t)
+    return np.asarray(t)[tuple(slice(0, int(n)) for n in v)]
+
+
+class KernelOps:
+    """Mixin: the numpy implementations of the local ``pl`` ops."""
+
+    # -------------------------------------------------------------- load/store
+    def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
+        a = arr(tensor)
+        if valid_shape is None:
+            return make_tile(region(a, offsets, shapes, "pl.load region").copy())
+        valid = [min(int(v), int(s)) for v, s in zip(valid_shape, shapes)]
+        for i, (o, d) in enumerate(zip(offsets, a.shape)):
+            if not 0 <= int(o) <= d:
+                raise fault(f"pl.load offset {int(o)} is out of bounds for dimension {i} of "
+                            f"size {d}")
+        valid = [max(0, min(v, d - int(o))) for v, o, d in zip(valid, offsets, a.shape)]
+        t = np.zeros(tuple(shapes), dtype=a.dtype)
+        t[tuple(slice(0, v) for v in valid)] = region(a, offsets, valid, "pl.load region")
+        return make_tile(t, valid)
+
+    def store(self, tile, offsets, output_tensor, shapes=None, atomic=0):
+        a = arr(output_tensor)
+        src = tile_valid(tile) if shapes is None else \
+            np.asarray(tile)[tuple(slice(0, int(s)) for s in shapes)]
+        ext = src.shape if src.ndim <= a.ndim else src.shape[-a.ndim:]
+        dst = region(a, offsets, ext, "pl.store region")
+        write_region(dst, src, atomic)
+        return output_tensor
+
+    def read(self, src, offset):
+        a = arr(src)
+        return py_scalar(a[element_index(a, offset, "pl.read")])
+
+    def write(self, dst, offset, value):
+        a = arr(dst)
+        a[element_index(a, offset, "pl.write")] = value
+
+    # -------------------------------------------------------------- elementwise
+    @staticmethod
+    def _bin(fn, lhs, rhs):
+        lhs, rhs = arr(lhs), arr(rhs)
+        lt, rt = isinstance(lhs, np.ndarray), isinstance(rhs, np.ndarray)
+        if not lt and not rt:
+            return fn(lhs, rhs)
+        if lt and rt and lhs.shape != rhs.shape:
+            raise fault(f"elementwise operands have shapes {lhs.shape} and {rhs.shape}",
+                        code="TC503")
+        out = fn(lhs, rhs)
+        if lt and rt and isinstance(lhs, Tile) and isinstance(rhs, Tile) and \
+                (lhs.valid or rhs.valid):
+            vl, vr = valid_region(lhs), valid_region(rhs)
+            out = make_tile(out, tuple(min(a, b) for a, b in zip(vl, vr)))
+        return out
+
+    def add(self, lhs, rhs):
+        return self._bin(np.add if _has_array(lhs, rhs) else _py_add, lhs, rhs)
+
+    def sub(self, lhs, rhs):
+        return self._bin(np.subtract if _has_array(lhs, rhs) else _py_sub, lhs, rhs)
+
+    def mul(self, lhs, rhs):
+        return self._bin(np.multiply if _has_array(lhs, rhs) else _py_mul, lhs, rhs)
+
+    def div(self, lhs, rhs):
+        def _div(a, b):
+            if isinstance(a, np.ndarray) and a.dtype.kind in "iu" or \
+                    isinstance(b, np.ndarray) and b.dtype.kind in "iu":
+                return np.floor_divide(a, b)
+            return np.true_divide(a, b) if _has_array(a, b) else a / b
+        return self._bin(_div, lhs, rhs)
+
+    def maximum(self, lhs, rhs):
+        return self._bin(np.maximum if _has_array(lhs, rhs) else max, lhs, rhs)
+
+    def minimum(self, lhs, rhs):
+        return self._bin(np.minimum if _has_array(lhs, rhs) else min, lhs, rhs)
+
+    def cast(self, input, target_type, mode="round"):
+        x = arr(input)
+        npdt = target_type.np_dtype
+        if not isinstance(x, np.ndarray):
+            if target_type.is_float:
+                return float(npdt.type(x))
+            return int(np.rint(x)) if isinstance(x, float) else int(x)
+        if x.dtype.kind == "f" or x.dtype == D.BF16.np_dtype:
+            if target_type.is_int:
+                x = np.rint(x.astype(np.float64))
+        out = x.astype(npdt)
+        return make_tile(out, getattr(input, "valid", None)) if isinstance(input, Tile) else out
+
+    # -------------------------------------------------------------- makers
+    def full(self, shape, dtype, value):
+        return make_tile(np.full(tuple(shape), value, dtype=dtype.np_dtype))
+
+    def create_tile(self, shape, dtype, target_memory=None, transpose=None, flat_layout=None):
+        return make_tile(np.zeros(tuple(shape), dtype=dtype.np_dtype))
+
+    def slice_(self, input, shape, offset, valid_shape=None, drop_dims=None, pad_value=None,
+               clamp=False):
+        a = arr(input)
+        view = region(a, offset, shape, "pl.slice region")
+        if isinstance(input, Tile):
+            return make_tile(view.copy(), valid_shape)
+        return view
+
+    def const(self, value, dtype):
+        return float(value) if dtype.is_float else int(value)
+
+    def smin(self, lhs, rhs):
+        return min(lhs, rhs)
+
+    def smax(self, lhs, rhs):
+        return max(lhs, rhs)
+
+    def create_tensor(self, shape, dtype, layout=None, manual_dep=False, init_value=None):
+        a = np.zeros(tuple(shape), dtype=dtype.np_dtype)
+        if init_value is not None:
+            a[...] = init_value
+        return a
+
+    # -------------------------------------------------------------- views
+    def index(self, base, items):
+        a = arr(base)
+        idx = []
+        for i, (it, d) in enumerate(zip(items, a.shape)):
+            if isinstance(it, slice):
+                lo = 0 if it.start is None else int(it.start)
+                hi = d if it.stop is None else int(it.stop)
+                if not 0 <= lo <= hi <= d:
+                    raise fault(f"slice {lo}:{hi} is out of bounds for dimension {i} of size {d}")
+                idx.append(slice(lo, hi))
+            else:
+                n = int(it)
+                if not 0 <= n < d:
+                    raise fault(f"index {n} is out of bounds for dimension {i} of size {d}")
+                idx.append(n)
+        out = a[tuple(idx)]
+        if isinstance(out, np.ndarray) and out.ndim == 0 or not isinstance(out, np.ndarray):
+            return py_scalar(out)
+        return out
+
+    def assign(self, base, items, value):
+        a = arr(base)
+        view = self.index(a, items) if len(items) < a.ndim or any(
+            isinstance(i, slice) for i in items) else None
+        if view is None:
+            self.index(a, items)                  # bounds check
+            a[tuple(int(i) for i in items)] = value
+            return
+        if isinstance(value, np.ndarray):
+            src = tile_valid(value) if isinstance(value, Tile) else value
+            np.copyto(view, src.reshape(view.shape))
+        else:
+            view[...] = value
+
+    def as_shape(self, x, shape):
+        """View ``x`` with a parameter's (same-numel) declared shape."""
+        if isinstance(x, WindowView):
+            return WindowView(x.buffer, shape, x.dtype, x.local.reshape(shape), x.rank)
+        out = x.reshape(shape)
+        if not np.shares_memory(out, x):
+            raise fault(f"cannot view a non-contiguous tensor of shape {x.shape} as {shape}",
+                        code="TC503")
+        return out
+
+
+def _has_array(a, b):
+    return isinstance(arr(a), np.ndarray) or isinstance(arr(b), np.ndarray)
+
+
+def _py_add(a, b):
+    return a + b
+
+
+def _py_sub(a, b):
+    return a - b
+
+
+def _py_mul(a, b):
+    return a * b

@@ -1,0 +1,262 @@
+"""The controller: start one worker process per rank, run the HOST orchestrator,
+watch the ranks, and clean up whatever happens.
+
+Guarantees: the first failure on any rank stops every rank and is raised with
+that rank's traceback; a killed rank is noticed through its pipe and exit
+status; a deadlock (every live rank blocked, nothing able to release any of
+them) is reported with each blocked wait; Ctrl-C stops everything.  No worker
+process or /dev/shm segment outlives the call.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from multiprocessing.connection import Pipe, wait as mp_wait
+
+import numpy as np
+
+from ..errors import DeadlockError, RankFailure, UserError
+from ..transport import segments as S
+from . import control as C
+from .host import HostRuntime, HostTensor
+from .program import to_numpy
+
+_CALL_IDS = itertools.count(1)
+_swept = False
+_POLL_S = 0.02
+
+
+class Call:
+    """State of one run of an executable."""
+
+    def __init__(self, executable, config):
+        self.executable = executable
+        self.config = config
+        self.world = executable.world
+        self.owner = os.getpid()
+        self.call_id = next(_CALL_IDS)
+        self.segments: list = []
+        self.buffers: dict = {}
+        self.workers: list = []        # (pid, conn)
+        self.done: set = set()
+
+    def new_segment(self, nbytes: int):
+        name = S.segment_name(self.owner, self.call_id, len(self.segments))
+        seg = S.Segment.create(name, max(int(nbytes), 1))
+        self.segments.append(seg)
+        return seg
+
+    def send(self, rank: int, msg) -> None:
+        try:
+            self.workers[rank][1].send(msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            pass                           # the monitor reports why the rank is gone
+
+    # ---------------------------------------------------------------- workers
+    def start_workers(self, control_name: str):
+        from .worker import worker_main
+        for rank in range(self.world):
+            parent, child = Pipe(duplex=True)
+            pid = os.fork()
+            if pid == 0:                   # child: never returns into the caller's code
+                code = 1
+                try:
+                    parent.close()
+                    for _, c in self.workers:
+                        c.close()
+                    code = worker_main(rank, self, control_name, child)
+                finally:
+                    os._exit(code)
+            child.close()
+            self.workers.append((pid, parent))
+
+    def kill_workers(self):
+        for pid, conn in self.workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid, conn in self.workers:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            conn.close()
+        self.workers = []
+
+    def release(self):
+        for seg in self.segments:
+            seg.close()
+            seg.unlink()
+        self.segments = []
+        S.sweep(self.owner, self.call_id)
+
+
+def launch(executable, args: list, config):
+    global _swept
+    if not _swept:
+        S.sweep_stale()                    # segments of controllers that were SIGKILLed
+        _swept = True
+    call = Call(executable, config)
+    try:
+        ctl_seg = call.new_segment(C.control_size(call.world))
+        control = C.ControlBlock(ctl_seg, call.world)
+        host_vals, copies = _share_arguments(call, args)
+        call.start_workers(ctl_seg.name)
+        hr = HostRuntime(call)
+        result = executable.entry(hr, *host_vals)
+        for r in range(call.world):
+            call.send(r, ("end",))
+        _monitor(call, control)
+        for user, shared in copies:
+            np.copyto(user, shared.array)
+        return _map_result(result, args, host_vals)
+    finally:
+        call.kill_workers()
+        call.release()
+
+
+def _share_arguments(call, args):
+    """Copy tensor arguments into shared segments; results are copied back."""
+    vals, copies = [], []
+    for a in args:
+        arr = to_numpy(a)
+        if arr is None:
+            vals.append(a)
+            continue
+        seg = call.new_segment(max(arr.nbytes, 1))
+        shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
+        np.copyto(shared.array, arr)
+        vals.append(shared)
+        copies.append((arr, shared))
+    return vals, copies
+
+
+def _map_result(result, args, host_vals):
+    def one(v):
+        for a, h in zip(args, host_vals):
+            if v is h:
+                return a
+        return None
+    if isinstance(result, tuple):
+        return tuple(one(v) for v in result)
+    return one(result) if result is not None else None
+
+
+# ------------------------------------------------------------------- monitor
+def _monitor(call, control):
+    conns = {conn: rank for rank, (pid, conn) in enumerate(call.workers)}
+    quiet_since = None
+    while len(call.done) < call.world:
+        live = [c for c, r in conns.items() if r not in call.done]
+        for conn in mp_wait(live, timeout=_POLL_S):
+            rank = conns[conn]
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                raise _died(call, rank) from None
+            if msg[0] == "done":
+                call.done.add(rank)
+            elif msg[0] == "error":
+                raise _rank_error(call, msg)
+        report = _quiescent(call, control)
+        if report is None:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= call.config.deadlock_timeout_s:
+            raise DeadlockError(_deadlock_text(call, report), report)
+
+
+def _died(call, rank):
+    pid = call.workers[rank][0]
+    status = "exited"
+    try:
+        _, st = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(st):
+            status = f"was killed by {signal.Signals(os.WTERMSIG(st)).name}"
+        else:
+            status = f"exited with status {os.WEXITSTATUS(st)}"
+    except ChildProcessError:
+        pass
+    return RankFailure(f"rank {rank} {status} before finishing its dispatches", rank=rank)
+
+
+def _rank_error(call, msg):
+    _, rank, fname, summary, text, err = msg
+    e = RankFailure(f"rank {rank} failed in {fname}: {summary}\n{text}", rank=rank,
+                    traceback_text=text)
+    e.error_type, e.error_code, e.span = err
+    return e
+
+
+def _quiescent(call, control):
+    """Blocked waits if every live rank is blocked on a false condition, else None."""
+    before = control.snapshot()
+    states = [s for s, _ in before]
+    if C.BLOCKED not in states or any(s not in (C.BLOCKED, C.FINISHED) for s in states):
+        return None
+    blocked = []
+    for rank, (state, _) in enumerate(before):
+        if state != C.BLOCKED:
+            continue
+        info = _wait_info(call, control, rank)
+        if info is None or info["satisfied"]:
+            return None
+        blocked.append(info)
+    if control.snapshot() != before:       # someone moved while we looked
+        return None
+    return blocked
+
+
+def _wait_info(call, control, rank):
+    from .. import _native_core as native
+    g = lambda slot: control.get(rank, slot)  # noqa: E731
+    buf_id, index, cmp, expected = g(C.W_BUF), g(C.W_INDEX), g(C.W_CMP), g(C.W_EXPECTED)
+    loc, peer, func = g(C.W_LOC), g(C.W_PEER), g(C.W_FUNC)
+    exe = call.executable
+    info = {"rank": rank, "cmp": "Eq" if cmp == 0 else "Ge", "expected": expected,
+            "span": exe.span(loc), "function": None}
+    if buf_id == C.DEP_WAIT:
+        value = control.done_seq(peer)
+        info.update(kind="dispatch", peer=peer, value=value, satisfied=value >= expected)
+        return info
+    buf = call.buffers.get(buf_id)
+    if buf is None or rank not in buf.devices:
+        return None
+    seg = next((s for s in call.segments if s.name == buf.segments[buf.domain_rank(rank)]), None)
+    if seg is None:
+        return None
+    value = native.load_i32(seg.addr + 4 * index)
+    sat = value == expected if cmp == 0 else value >= expected
+    info.update(kind="signal", buffer=buf.name, index=index, value=value, satisfied=sat,
+                writers=list(buf.devices))
+    return info
+
+
+def _deadlock_text(call, blocked):
+    lines = [f"deadlock: every live rank is blocked and no rank can release any of them "
+             f"({len(blocked)} blocked, {call.world - len(blocked)} finished)"]
+    finished = sorted(call.done)
+    for b in blocked:
+        where = f" at {b['span']}" if b["span"] else ""
+        if b["kind"] == "dispatch":
+            lines.append(f"  rank {b['rank']}: waits for rank {b['peer']} to finish dispatch "
+                         f"#{b['expected']} (it has finished #{b['value']}): a host tensor "
+                         f"dependency")
+            continue
+        op = "==" if b["cmp"] == "Eq" else ">="
+        alive = [w for w in b["writers"] if w not in finished]
+        lines.append(f"  rank {b['rank']}: pld.system.wait{where}")
+        lines.append(f"      cell {b['buffer']}[flat {b['index']}] = {b['value']}, waiting for "
+                     f"{op} {b['expected']} (WaitCmp.{b['cmp']})")
+        lines.append(f"      ranks that could still notify it: {alive or 'none'} "
+                     f"(all blocked or finished)")
+    lines.append("  hint: every rank's notify must come before its wait, values must reach the "
+                 "expected threshold, and hand-rolled signals are not self-clearing")
+    return "\n".join(lines)
+
+
+__all__ = ["launch", "UserError"]

@@ -1,0 +1,157 @@
+"""The per-rank context a worker runs kernels with (``_rt`` in lowered code):
+local ops from ``KernelOps`` plus the communicating ``pld`` ops."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import _native_core as native
+from ..errors import RuntimeFault
+from . import control as C
+from .kernel_ops import KernelOps, arr, element_index, fault, region, tile_valid, write_region
+from .values import WindowView, make_tile
+
+_WAIT_SLICE_NS = 20_000_000      # a blocked wait re-checks abort/timeout this often
+
+
+class RankAborted(BaseException):
+    """Raised inside a rank when the controller aborts the call."""
+
+
+class RankContext(KernelOps):
+    def __init__(self, device: int, world: int, control, transport, config):
+        self.device = device
+        self.world = world
+        self.control = control
+        self.transport = transport
+        self.config = config
+        self.spin = config.spin_iters
+        self._sleepers = control.sleepers_addr(device)
+        self._gen = 0
+        self.func_id = 0
+
+    # -------------------------------------------------------------- contexts
+    def get_comm_ctx(self, dist_tensor):
+        return dist_tensor
+
+    def rank(self, ctx):
+        return ctx.rank
+
+    def nranks(self, ctx):
+        return ctx.nranks
+
+    def _peer(self, view: WindowView, peer, op: str) -> int:
+        p = int(peer)
+        if not 0 <= p < view.nranks:
+            raise RuntimeFault(f"{op}: peer {p} is out of range; the comm domain of window "
+                               f"'{view.buffer.name}' has {view.nranks} rank(s)", code="TC501",
+                               hint="peer is a rank index within the window's comm domain")
+        return p
+
+    def _cell_addr(self, a: np.ndarray, offsets, what):
+        idx = element_index(a, offsets, what)
+        return a.ctypes.data + sum(i * s for i, s in zip(idx, a.strides))
+
+    # -------------------------------------------------------------- signals
+    def notify(self, target, peer, offsets, value, op):
+        p = self._peer(target, peer, "pld.system.notify")
+        a = self.transport.peer_array(target, p)
+        addr = self._cell_addr(a, offsets, "pld.system.notify cell")
+        self.transport.notify(addr, target.buffer.devices[p], int(op), int(value))
+
+    def wait(self, signal, offsets, expected, cmp, _loc=-1):
+        a = signal.local
+        idx = element_index(a, offsets, "pld.system.wait cell")
+        addr = a.ctypes.data + sum(i * s for i, s in zip(idx, a.strides))
+        flat = int(np.ravel_multi_index(idx, a.shape))
+        self._block_on(addr, int(cmp), int(expected), signal.buffer.id, flat, _loc, -1)
+
+    def wait_dispatch(self, rank: int, seq: int):
+        """Wait until ``rank`` has completed its dispatch number ``seq``."""
+        self._block_on(self.control.done_seq_addr(rank), 1, seq, C.DEP_WAIT, seq, -1, rank)
+
+    def _block_on(self, addr, cmp, expected, buf_id, index, loc, peer):
+        # fast path: spin/yield briefly without publishing anything
+        ok, _ = native.wait_i32(addr, cmp, expected, self._sleepers, 200_000, self.spin)
+        if ok:
+            return
+        ctl, d = self.control, self.device
+        for slot, v in ((C.W_BUF, buf_id), (C.W_INDEX, index), (C.W_CMP, cmp),
+                        (C.W_EXPECTED, expected), (C.W_LOC, loc), (C.W_PEER, peer),
+                        (C.W_FUNC, self.func_id)):
+            ctl.set(d, slot, v)
+        self._gen += 1
+        ctl.set(d, C.GEN, self._gen)
+        ctl.set(d, C.STATE, C.BLOCKED)        # published before the re-check below
+        limit = self.config.wait_timeout_s
+        start = time.monotonic()
+        try:
+            while True:
+                ok, value = native.wait_i32(addr, cmp, expected, self._sleepers, _WAIT_SLICE_NS, 0)
+                if ok:
+                    return
+                if ctl.aborted():
+                    raise RankAborted()
+                if limit and time.monotonic() - start > limit:
+                    raise RuntimeFault(
+                        f"wait timed out after {limit:g} s: cell value {value}, expected "
+                        f"{'==' if cmp == 0 else '>='} {expected}", code="TC504",
+                        hint="RunConfig.wait_timeout_s bounds a single wait")
+        finally:
+            ctl.set(d, C.STATE, C.RUNNING)
+
+    # -------------------------------------------------------------- tile RMA
+    def remote_load(self, target, peer, offsets, shape, valid_shape=None):
+        p = self._peer(target, peer, "pld.tile.remote_load")
+        src = self.transport.peer_array(target, p)
+        if valid_shape is None:
+            return make_tile(region(src, offsets, shape, "pld.tile.remote_load region").copy())
+        valid = [max(0, min(int(v), int(s), d - int(o)))
+                 for v, s, o, d in zip(valid_shape, shape, offsets, src.shape)]
+        t = np.zeros(tuple(shape), dtype=src.dtype)
+        t[tuple(slice(0, v) for v in valid)] = region(src, offsets, valid,
+                                                      "pld.tile.remote_load region")
+        return make_tile(t, valid)
+
+    def remote_store(self, src, target, peer, offsets, atomic=0):
+        p = self._peer(target, peer, "remote_store")
+        data = tile_valid(src) if hasattr(src, "valid") else np.asarray(arr(src))
+        if data.ndim > 2:
+            data = data.reshape(data.shape[-2:])
+        dst = region(self.transport.peer_array(target, p), offsets, data.shape,
+                     "remote_store region")
+        write_region(dst, data, int(atomic))
+
+    # -------------------------------------------------------------- put / get
+    def put(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, atomic=0,
+            chunk_rows=0, chunk_cols=0, pipeline=False):
+        p = self._peer(dst, peer, "pld.tensor.put")
+        remote = self.transport.peer_array(dst, p)
+        local = arr(src)
+        if shape is None:
+            if remote.shape != local.shape:
+                raise fault(f"pld.tensor.put: src shape {local.shape} differs from dst shape "
+                            f"{remote.shape}", code="TC503")
+            d, s = remote, local
+        else:
+            d = region(remote, dst_offsets, shape, "pld.tensor.put dst region")
+            s = region(local, src_offsets, shape, "pld.tensor.put src region")
+        # chunk_rows/chunk_cols size a hardware staging tile; on the CPU one
+        # copy of the whole region gives the same bytes, faster
+        write_region(d, s, int(atomic))
+
+    def get(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, chunk_rows=0,
+            chunk_cols=0, pipeline=False):
+        p = self._peer(src, peer, "pld.tensor.get")
+        remote = self.transport.peer_array(src, p)
+        local = arr(dst)
+        if shape is None:
+            if remote.shape != local.shape:
+                raise fault(f"pld.tensor.get: src shape {remote.shape} differs from dst shape "
+                            f"{local.shape}", code="TC503")
+            d, s = local, remote
+        else:
+            d = region(local, dst_offsets, shape, "pld.tensor.get dst region")
+            s = region(remote, src_offsets, shape, "pld.tensor.get src region")
+        np.copyto(d, s)

@@ -1,0 +1,130 @@
+"""A rank's worker process: executes the dispatches sent to its rank, in order."""
+from __future__ import annotations
+
+import ctypes
+import linecache
+import os
+import queue
+import signal
+import threading
+import traceback
+
+from .. import _native_core as native
+from ..errors import UserError
+from ..transport.segments import Segment
+from ..transport.shm import ShmTransport
+from . import control as C
+from .rank import RankAborted, RankContext
+from .values import HostRef, WindowRef, WindowView
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def worker_main(rank: int, call, control_name: str, conn) -> int:
+    # Ctrl-C reaches the whole process group; the controller alone handles it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() != call.owner:
+        return 1
+    exe = call.executable
+    control = C.ControlBlock(Segment.attach(control_name), call.world)
+    transport = ShmTransport(control, rank)
+    rc = RankContext(rank, call.world, control, transport, call.config)
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def reader():
+        # drains the pipe continuously so the controller never blocks sending
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                inbox.put(("eof",))
+                return
+            inbox.put(msg)
+            if msg[0] == "end":
+                return
+
+    threading.Thread(target=reader, daemon=True).start()
+    while True:
+        try:
+            msg = inbox.get_nowait()
+        except queue.Empty:
+            control.set(rank, C.STATE, C.IDLE)
+            msg = inbox.get()
+        control.set(rank, C.STATE, C.RUNNING)
+        kind = msg[0]
+        if kind == "eof":
+            return 2
+        if kind == "end":
+            control.set(rank, C.STATE, C.FINISHED)
+            conn.send(("done", rank))
+            return 0
+        _, fname, seq, args, deps, loc = msg
+        try:
+            rc.func_id = exe.func_names.index(fname)
+            for dep_rank, dep_seq in deps:
+                rc.wait_dispatch(dep_rank, dep_seq)
+            shapes = exe.param_shapes[fname]
+            vals = [_materialize(a, rank, transport, s) for a, s in zip(args, shapes)]
+            exe.function(fname)(rc, *vals)
+        except RankAborted:
+            return 3
+        except BaseException as e:                       # report, then stop this rank
+            control.set(rank, C.STATE, C.FAILED)
+            conn.send(("error", rank, fname) + format_failure(e, exe, loc))
+            return 1
+        # publish progress for host-tensor dependencies of other ranks
+        native.notify_i32(control.done_seq_addr(rank), 1, seq, 0)
+
+
+def _materialize(desc, rank, transport, shape):
+    if isinstance(desc, HostRef):
+        a = transport.array(desc.segment, desc.dtype, desc.shape, desc.offset, desc.strides)
+        return a.reshape(shape) if shape is not None and a.shape != shape else a
+    if isinstance(desc, WindowRef):
+        buf = desc.buffer
+        if rank not in buf.devices:
+            raise UserError(f"window '{buf.name}' was passed to rank {rank}, which is not in its "
+                            f"comm domain {list(buf.devices)}", code="TC503")
+        member = buf.domain_rank(rank)
+        view_shape = shape if shape is not None else desc.shape
+        local = transport.window_array(buf, member, view_shape, desc.dtype)
+        return WindowView(buf, view_shape, desc.dtype, local, member)
+    return desc
+
+
+def format_failure(exc, exe, loc):
+    """(summary, traceback text in user terms, (type, code, span)) of a rank failure."""
+    frames = []
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if fr.filename == exe.lowered.filename:
+            span = exe.lowered.linemap.get(fr.lineno)
+            if span is not None:
+                frames.append(span)
+    lines = ["Traceback (program frames, most recent call last):"]
+    dispatched = exe.span(loc)
+    if dispatched is not None:
+        lines.append(f'  File "{dispatched.file}", line {dispatched.line}, in {dispatched.func} '
+                     f'(dispatch)')
+    for sp in frames:
+        lines.append(f'  File "{sp.file}", line {sp.line}, in {sp.func}')
+        src = linecache.getline(sp.file, sp.line).strip()
+        if src:
+            lines.append(f"    {src}")
+    msg = exc.message if isinstance(exc, UserError) else str(exc)
+    code = getattr(exc, "code", None)
+    lines.append(f"{type(exc).__name__}: {msg}" + (f" [{code}]" if code else ""))
+    if not isinstance(exc, UserError):
+        lines.append("-- full traceback --")
+        lines.append("".join(traceback.format_exception(exc)).rstrip())
+    where = frames[-1] if frames else dispatched
+    summary = f"{type(exc).__name__}: {msg}" + (f" at {where}" if where else "")
+    return summary, "\n".join(lines), (type(exc).__name__, code, where)
