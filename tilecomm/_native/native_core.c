@@ -383,12 +383,20 @@ static inline int cond_ok(int32_t v, int cmp, int32_t expected)
     }
 }
 
-enum { W_SATISFIED, W_TIMEOUT, W_EINTR, W_ERROR };
+enum { W_SATISFIED, W_TIMEOUT, W_CHECK_SIGNALS, W_ERROR };
+
+/* Longest uninterrupted futex sleep.  Python signal handlers only run when a
+ * thread holding the GIL calls PyErr_CheckSignals(); a signal that arrives
+ * while we spin or yield does not interrupt a later futex_wait, so without a
+ * cap Ctrl-C could be ignored until the (possibly infinite) timeout. */
+#define SLEEP_SLICE_NS ((int64_t)100000000)
 
 /*
  * The blocking part of wait_i32; runs without the GIL.  deadline < 0 means
  * wait forever.  `phases` false skips spin and yield (used when re-entering
- * after a signal interrupted the sleep).  *err receives errno on W_ERROR.
+ * after a signal check).  Returns W_CHECK_SIGNALS when the sleep was
+ * interrupted by a signal or a SLEEP_SLICE_NS slice ran out; *err receives
+ * errno on W_ERROR.
  */
 static int wait_core(int32_t *cell, int cmp, int32_t expected, int32_t *sleepers,
                      int64_t deadline, long long spin_iters, int phases, int32_t *out, int *err)
@@ -435,43 +443,45 @@ static int wait_core(int32_t *cell, int cmp, int32_t expected, int32_t *sleepers
 
     /* Phase 3: sleep on the futex.  The increment of *sleepers must come
      * before the load of the cell (both seq_cst): see the proof above. */
+    int64_t slice_end = mono_ns() + SLEEP_SLICE_NS;
     for (;;) {
         if (sleepers)
             __atomic_fetch_add(sleepers, 1, SEQ);
         v = __atomic_load_n(cell, SEQ);
+        *out = v;
         if (cond_ok(v, cmp, expected)) {
             if (sleepers)
                 __atomic_fetch_sub(sleepers, 1, SEQ);
-            *out = v;
             return W_SATISFIED;
         }
-        struct timespec ts, *tsp = NULL;
-        if (deadline >= 0) {
-            t = mono_ns();
-            if (t >= deadline) {
-                if (sleepers)
-                    __atomic_fetch_sub(sleepers, 1, SEQ);
-                *out = v;
-                return W_TIMEOUT;
-            }
-            int64_t rem = deadline - t;
-            ts.tv_sec = (time_t)(rem / 1000000000LL);
-            ts.tv_nsec = (long)(rem % 1000000000LL);
-            tsp = &ts;
+        t = mono_ns();
+        int64_t wake_at = slice_end;
+        int status = W_CHECK_SIGNALS;
+        if (deadline >= 0 && deadline <= slice_end) {
+            wake_at = deadline;
+            status = W_TIMEOUT;
         }
+        if (t >= wake_at) {
+            if (sleepers)
+                __atomic_fetch_sub(sleepers, 1, SEQ);
+            return status;
+        }
+        struct timespec ts;
+        ts.tv_sec = (time_t)((wake_at - t) / 1000000000LL);
+        ts.tv_nsec = (long)((wake_at - t) % 1000000000LL);
         /* Sleeps only if *cell still equals v when the kernel looks. */
-        long r = sys_futex_wait(cell, v, tsp);
+        long r = sys_futex_wait(cell, v, &ts);
         int e = (r == -1) ? errno : 0;
         if (sleepers)
             __atomic_fetch_sub(sleepers, 1, SEQ);
         if (e == 0 || e == EAGAIN || e == ETIMEDOUT)
-            continue; /* woken, value changed, or timed out: re-check at the top */
+            continue; /* woken, value changed, or slept long enough: re-check */
         v = __atomic_load_n(cell, SEQ);
         *out = v;
         if (cond_ok(v, cmp, expected))
             return W_SATISFIED;
         if (e == EINTR)
-            return W_EINTR;
+            return W_CHECK_SIGNALS;
         *err = e;
         return W_ERROR;
     }
@@ -534,11 +544,11 @@ static PyObject *py_wait_i32(PyObject *self, PyObject *const *args, Py_ssize_t n
         status = wait_core(cell, cmp, expected, (int32_t *)sp, deadline, spin_iters, phases, &v,
                            &err);
         Py_END_ALLOW_THREADS
-        if (status != W_EINTR)
+        if (status != W_CHECK_SIGNALS)
             break;
-        /* A signal interrupted the sleep: give Python a chance to run its
-         * handler (e.g. raise KeyboardInterrupt), then keep waiting towards
-         * the same deadline. */
+        /* A signal interrupted the sleep or a slice ended: give Python a
+         * chance to run its handlers (e.g. raise KeyboardInterrupt), then keep
+         * waiting towards the same deadline. */
         if (PyErr_CheckSignals() < 0)
             return NULL;
         phases = 0;

@@ -118,8 +118,11 @@ class ProgramBuilder:
                 raise _err(ProgramSyntaxError, f"parameter '{a.arg}' needs a type annotation "
                            f"such as pl.Tensor[[rows, cols], pl.FP32]", span, "TC302")
             try:
-                ann = eval(compile(ast.Expression(a.annotation), src.file, "eval"),
-                           src.globals, dict(src.closure))
+                # evaluated at def time unless annotations are postponed (strings)
+                ann = kfn.fn.__annotations__.get(a.arg, None)
+                if ann is None or isinstance(ann, str):
+                    ann = eval(compile(ast.Expression(a.annotation), src.file, "eval"),
+                               src.globals, dict(src.closure))
             except Exception as e:  # an annotation is user code: report, don't crash
                 raise _err(ProgramTypeError, f"parameter '{a.arg}': invalid annotation ({e})",
                            span, "TC106") from None

@@ -159,7 +159,9 @@ class FunctionEmitter:
         for p, a in zip(callee.params, x.args):
             s = self.e(a)
             pt, at = p.type, a.type
-            if isinstance(pt, TensorType) and isinstance(at, TensorType) and pt.shape and at.shape \
+            # a dispatch's arguments are materialised in the parameter's shape by the worker
+            if self.fn.kind != HOST and isinstance(pt, TensorType) and isinstance(at, TensorType) \
+                    and pt.shape and at.shape \
                     and tuple(pt.shape) != tuple(at.shape) and all(map(is_static, pt.shape)):
                 s = f"_rt.as_shape({s}, {literal(tuple(pt.shape))})"
             args.append(s)

@@ -157,6 +157,8 @@ def const_value(a, default=None):
         return default
     if isinstance(a, N.Const):
         return a.value
+    if isinstance(a, N.Call) and "const" in a.extra:
+        return a.extra["const"]            # e.g. pld.world_size(): fixed per compiled program
     if isinstance(a, (N.ListExpr, N.TupleExpr)):
         return [const_value(i) for i in a.items]
     return default

@@ -19,6 +19,8 @@ def world_size():
 
 @world_size.rule
 def _world_size(c):
+    # a compiled program is specific to its rank count, so the value is known
+    c.extra["const"] = c.world
     return ScalarType(INDEX)
 
 
