@@ -38,7 +38,7 @@ class UserError(TilecommError):
     the exception itself, all are in ``diagnostics``.
     """
 
-    default_code = "TC000"
+    default_code = "TC200"
 
     def __init__(self, message: str, *, code: str | None = None, span: Span | None = None,
                  hint: str | None = None):
@@ -77,7 +77,7 @@ class UserError(TilecommError):
 class ProgramTypeError(UserError, TypeError):
     """An operand of the wrong kind (Tensor vs DistributedTensor vs Tile ...)."""
 
-    default_code = "TC100"
+    default_code = "TC102"
 
 
 class ProgramValueError(UserError, ValueError):
@@ -101,7 +101,7 @@ class ProgramSyntaxError(UserError, SyntaxError):
 class ConfigError(UserError, ValueError):
     """A bad RunConfig / DistributedConfig value."""
 
-    default_code = "TC400"
+    default_code = "TC401"
 
 
 class ArgumentError(UserError, TypeError):
@@ -113,7 +113,7 @@ class ArgumentError(UserError, TypeError):
 class RuntimeFault(UserError, RuntimeError):
     """A fault detected while ranks run (bad peer, out-of-bounds region)."""
 
-    default_code = "TC500"
+    default_code = "TC503"
 
 
 class RankFailure(TilecommError, RuntimeError):
@@ -137,3 +137,51 @@ class DeadlockError(TilecommError, RuntimeError):
 
 class InternalError(TilecommError, AssertionError):
     """A bug in tilecomm itself, never the user's fault."""
+
+
+# Stable error codes.  A test checks every code raised anywhere is listed here.
+CODES = {
+    "TC101": "operand must be a window-bound DistributedTensor",
+    "TC102": "operand of the wrong kind (Tensor / Tile / Scalar / Ptr / CommCtx)",
+    "TC103": "call arguments do not match the signature",
+    "TC104": "argument kind does not match the callee's parameter",
+    "TC105": "argument must be a static int / bool literal",
+    "TC106": "invalid parameter annotation",
+    "TC107": "bare tensor annotation needs a real argument to take its shape from",
+    "TC200": "bad value",
+    "TC201": "offsets / shape rank does not match the tensor rank",
+    "TC202": "static region out of bounds",
+    "TC203": "atomic add on an unsupported dtype",
+    "TC204": "dtype mismatch",
+    "TC205": "put/get sub-region arguments must be given together",
+    "TC206": "negative chunk size",
+    "TC207": "pipeline=True without both chunk sizes",
+    "TC208": "shape mismatch",
+    "TC209": "alloc_window_buffer shape/dtype form misuse",
+    "TC210": "non-positive dimension or size",
+    "TC211": "unsupported device= form",
+    "TC212": "device= out of range",
+    "TC213": "window buffer never viewed or never dispatched",
+    "TC214": "invalid enum value",
+    "TC215": "not supported on the selected platform profile",
+    "TC216": "value must be a compile-time constant",
+    "TC217": "runtime transfer extent needs a static chunk size",
+    "TC300": "unsupported construct",
+    "TC301": "operation used in the wrong kind of function",
+    "TC302": "unsupported syntax",
+    "TC303": "alloc_window_buffer must be the right side of a simple assignment",
+    "TC304": "alloc_window_buffer name= passed explicitly",
+    "TC305": "duplicate window buffer name",
+    "TC306": "unknown distributed operation or category",
+    "TC307": "unknown name or operation",
+    "TC308": "device= on a call that does not accept it",
+    "TC309": "pl.yield_ / init_values misuse",
+    "TC401": "invalid DistributedConfig",
+    "TC402": "invalid RunConfig",
+    "TC410": "host arguments do not match the program",
+    "TC411": "host argument of the wrong type",
+    "TC501": "peer out of range (runtime)",
+    "TC502": "region out of bounds (runtime)",
+    "TC503": "invalid runtime value",
+    "TC504": "wait timed out (RunConfig.wait_timeout_s)",
+}
