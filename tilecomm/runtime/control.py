@@ -19,7 +19,8 @@ STATE_NAMES = {IDLE: "idle", RUNNING: "running", BLOCKED: "blocked", FINISHED: "
                FAILED: "failed"}
 
 # slots of a rank record
-STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, SLEEPERS, W_FUNC = range(11)
+(STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, SLEEPERS, W_FUNC,
+ W_COLS, W_NDIM) = range(13)
 RECORD_SLOTS = 16
 HEADER_SLOTS = 16
 ABORT = 0

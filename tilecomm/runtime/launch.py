@@ -216,9 +216,13 @@ def _wait_info(call, control, rank):
     g = lambda slot: control.get(rank, slot)  # noqa: E731
     buf_id, index, cmp, expected = g(C.W_BUF), g(C.W_INDEX), g(C.W_CMP), g(C.W_EXPECTED)
     loc, peer, func = g(C.W_LOC), g(C.W_PEER), g(C.W_FUNC)
+    cols, ndim = max(g(C.W_COLS), 1), g(C.W_NDIM)
     exe = call.executable
+    fn = exe.prog.functions.get(exe.func_names[func]) if 0 <= func < len(exe.func_names) else None
+    cell = [index // cols, index % cols] if ndim == 2 else [index]
     info = {"rank": rank, "cmp": "Eq" if cmp == 0 else "Ge", "expected": expected,
-            "span": exe.span(loc), "function": None}
+            "span": exe.span(loc), "cell": cell, "dispatch": fn.py_name if fn else None,
+            "function": exe.span(loc).func if exe.span(loc) else None}
     if buf_id == C.DEP_WAIT:
         value = control.done_seq(peer)
         info.update(kind="dispatch", peer=peer, value=value, satisfied=value >= expected)
@@ -249,9 +253,13 @@ def _deadlock_text(call, blocked):
             continue
         op = "==" if b["cmp"] == "Eq" else ">="
         alive = [w for w in b["writers"] if w not in finished]
-        lines.append(f"  rank {b['rank']}: pld.system.wait{where}")
-        lines.append(f"      cell {b['buffer']}[flat {b['index']}] = {b['value']}, waiting for "
-                     f"{op} {b['expected']} (WaitCmp.{b['cmp']})")
+        func = f" in {b['function']}" if b["function"] else ""
+        if b["dispatch"] and b["dispatch"] != b["function"]:
+            func += f" (dispatched as {b['dispatch']})"
+        cell = ", ".join(map(str, b["cell"]))
+        lines.append(f"  rank {b['rank']}: pld.system.wait{where}{func}")
+        lines.append(f"      cell {b['buffer']}[{cell}] = {b['value']} on rank {b['rank']}, "
+                     f"waiting for {op} {b['expected']} (WaitCmp.{b['cmp']})")
         lines.append(f"      ranks that could still notify it: {alive or 'none'} "
                      f"(all blocked or finished)")
     lines.append("  hint: every rank's notify must come before its wait, values must reach the "

@@ -65,13 +65,14 @@ class RankContext(KernelOps):
         idx = element_index(a, offsets, "pld.system.wait cell")
         addr = a.ctypes.data + sum(i * s for i, s in zip(idx, a.strides))
         flat = int(np.ravel_multi_index(idx, a.shape))
-        self._block_on(addr, int(cmp), int(expected), signal.buffer.id, flat, _loc, -1)
+        self._block_on(addr, int(cmp), int(expected), signal.buffer.id, flat, _loc, -1,
+                       a.shape[-1], a.ndim)
 
     def wait_dispatch(self, rank: int, seq: int):
         """Wait until ``rank`` has completed its dispatch number ``seq``."""
-        self._block_on(self.control.done_seq_addr(rank), 1, seq, C.DEP_WAIT, seq, -1, rank)
+        self._block_on(self.control.done_seq_addr(rank), 1, seq, C.DEP_WAIT, seq, -1, rank, 1, 1)
 
-    def _block_on(self, addr, cmp, expected, buf_id, index, loc, peer):
+    def _block_on(self, addr, cmp, expected, buf_id, index, loc, peer, cols, ndim):
         # fast path: spin/yield briefly without publishing anything
         ok, _ = native.wait_i32(addr, cmp, expected, self._sleepers, 200_000, self.spin)
         if ok:
@@ -79,7 +80,7 @@ class RankContext(KernelOps):
         ctl, d = self.control, self.device
         for slot, v in ((C.W_BUF, buf_id), (C.W_INDEX, index), (C.W_CMP, cmp),
                         (C.W_EXPECTED, expected), (C.W_LOC, loc), (C.W_PEER, peer),
-                        (C.W_FUNC, self.func_id)):
+                        (C.W_FUNC, self.func_id), (C.W_COLS, cols), (C.W_NDIM, ndim)):
             ctl.set(d, slot, v)
         self._gen += 1
         ctl.set(d, C.GEN, self._gen)
