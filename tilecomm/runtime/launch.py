@@ -106,7 +106,11 @@ def launch(executable, args: list, config):
         host_vals, copies = _share_arguments(call, args)
         call.start_workers(ctl_seg.name)
         hr = HostRuntime(call)
-        result = executable.entry(hr, *host_vals)
+        try:
+            result = executable.entry(hr, *host_vals)
+        except UserError as e:             # a fault in the HOST orchestrator itself
+            _attach_host_span(e, executable)
+            raise
         for r in range(call.world):
             call.send(r, ("end",))
         _monitor(call, control)
@@ -116,6 +120,18 @@ def launch(executable, args: list, config):
     finally:
         call.kill_workers()
         call.release()
+
+
+def _attach_host_span(e, executable):
+    import traceback
+    if e.span is not None:
+        return
+    for fr in reversed(traceback.extract_tb(e.__traceback__)):
+        if fr.filename == executable.lowered.filename:
+            e.span = executable.lowered.linemap.get(fr.lineno)
+            if e.span is not None:
+                e.args = (str(e),)
+                return
 
 
 def _share_arguments(call, args):
