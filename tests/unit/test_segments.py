@@ -6,7 +6,6 @@ import itertools
 import os
 import random
 import stat
-import time
 import traceback
 
 import numpy as np
@@ -317,5 +316,5 @@ def test_sweep_on_missing_directory(monkeypatch, tmp_path):
 
 
 def test_nothing_left_in_dev_shm():
-    time.sleep(0)  # runs last in this module
+    # runs last in this module
     assert [n for n in _CREATED if _exists(n)] == []

@@ -54,7 +54,7 @@ class Segment:
         addr: base virtual address of the mapping in this process (page aligned).
     """
 
-    __slots__ = ("name", "size", "addr", "_mm", "_mv", "__weakref__")
+    __slots__ = ("name", "size", "addr", "_mm", "_buf", "__weakref__")
 
     def __init__(self, name: str, size: int, mm: mmap.mmap):
         self.name = name
@@ -66,8 +66,8 @@ class Segment:
         # so views on the bare mmap would not stop mmap.close() from unmapping
         # memory they still point to.  The ctypes array holds an export of the
         # mmap for as long as it lives, i.e. as long as any view does.
-        self._mv = (ctypes.c_char * len(mm)).from_buffer(mm)
-        self.addr = ctypes.addressof(self._mv)
+        self._buf = (ctypes.c_char * len(mm)).from_buffer(mm)
+        self.addr = ctypes.addressof(self._buf)
 
     # -- construction --------------------------------------------------------
 
@@ -122,8 +122,8 @@ class Segment:
         Raises ValueError if any element would lie outside ``[0, size)``.
         The view keeps the mapping alive even after :meth:`close`.
         """
-        mv = self._mv
-        if mv is None:
+        buf = self._buf
+        if buf is None:
             raise ValueError(f"segment {self.name} is closed")
         dtype = np.dtype(dtype)
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
@@ -151,12 +151,12 @@ class Segment:
                 raise ValueError(
                     f"view {dtype}{list(shape)} strides={strides} at offset {offset} spans bytes "
                     f"[{lo}, {hi}) outside segment {self.name} of {self.size} bytes")
-        elif not 0 <= offset <= max(self.size, 0):
+        elif not 0 <= offset <= self.size:
             raise ValueError(f"offset {offset} outside segment {self.name} of {self.size} bytes")
         if count == 0:
             # Nothing to share; numpy rejects some offsets into a buffer for empty views.
             return np.empty(shape, dtype)
-        return np.ndarray(shape, dtype, buffer=mv, offset=offset, strides=strides)
+        return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
 
     # -- teardown --------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class Segment:
         unmapped when the last of them is garbage collected.  Never raises.
         """
         mm, self._mm = self._mm, None
-        self._mv = None  # freed now unless a numpy view still references it
+        self._buf = None  # freed now unless a numpy view still references it
         if mm is None:
             return
         try:
