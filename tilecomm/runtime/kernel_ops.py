@@ -11,7 +11,7 @@ import numpy as np
 from .. import _native_core as native
 from .. import dtypes as D
 from ..errors import RuntimeFault
-from .values import Tile, WindowView, make_tile, valid_region
+from .values import Tile, WindowView, address, make_tile, valid_region
 
 
 def arr(x):
@@ -82,11 +82,11 @@ def atomic_add(dst: np.ndarray, src: np.ndarray) -> None:
             d2, s2 = d2.reshape(1, -1), s2.reshape(1, -1)
         rows, cols = d2.shape
         if d2.strides[1] == d2.itemsize or cols == 1:
-            native.atomic_add_2d(d2.ctypes.data, d2.strides[0], s2.ctypes.data, s2.strides[0],
+            native.atomic_add_2d(address(d2), d2.strides[0], address(s2), s2.strides[0],
                                  rows, cols, dt.atomic_code)
         else:                                     # strided inner dim: one element per row
             for r in range(rows):
-                native.atomic_add_2d(d2[r].ctypes.data, d2.strides[1], s2[r].ctypes.data,
+                native.atomic_add_2d(address(d2[r]), d2.strides[1], address(s2[r]),
                                      s2.itemsize, cols, 1, dt.atomic_code)
 
 

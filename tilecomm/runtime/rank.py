@@ -2,6 +2,7 @@
 local ops from ``KernelOps`` plus the communicating ``pld`` ops."""
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -9,8 +10,8 @@ import numpy as np
 from .. import _native_core as native
 from ..errors import RuntimeFault
 from . import control as C
-from .kernel_ops import KernelOps, arr, element_index, fault, region, tile_valid, write_region
-from .values import WindowView, make_tile
+from .kernel_ops import KernelOps, arr, fault, region, tile_valid, write_region
+from .values import WindowView, address, make_tile
 
 _WAIT_SLICE_NS = 20_000_000      # a blocked wait re-checks abort/timeout this often
 
@@ -28,6 +29,11 @@ class RankContext(KernelOps):
         self.config = config
         self.spin = config.spin_iters
         self._sleepers = control.sleepers_addr(device)
+        self._sleepers_of = [control.sleepers_addr(d) for d in range(world)]
+        # with more ranks than cores a spinning waiter steals the core its
+        # releaser needs: yield almost at once instead
+        if world > (os.cpu_count() or 1):
+            self.spin = min(self.spin, 50)
         self._gen = 0
         self.func_id = 0
 
@@ -49,24 +55,44 @@ class RankContext(KernelOps):
                                hint="peer is a rank index within the window's comm domain")
         return p
 
-    def _cell_addr(self, a: np.ndarray, offsets, what):
-        idx = element_index(a, offsets, what)
-        return a.ctypes.data + sum(i * s for i, s in zip(idx, a.strides))
+    @staticmethod
+    def _cell_offset(view: WindowView, offsets, what):
+        """Byte offset of one signal cell, bounds-checked (the hot path of
+        notify/wait: plain integer arithmetic, no numpy)."""
+        shape = view.shape
+        if len(offsets) != len(shape):
+            raise fault(f"{what}: {len(offsets)} offsets for a rank-{len(shape)} window",
+                        code="TC503")
+        off = 0
+        for i, (o, d, s) in enumerate(zip(offsets, shape, view.strides)):
+            if not 0 <= o < d:
+                raise fault(f"{what}: index {o} is out of bounds for dimension {i} of size {d}")
+            off += o * s
+        return off
 
     # -------------------------------------------------------------- signals
     def notify(self, target, peer, offsets, value, op):
-        p = self._peer(target, peer, "pld.system.notify")
-        a = self.transport.peer_array(target, p)
-        addr = self._cell_addr(a, offsets, "pld.system.notify cell")
-        self.transport.notify(addr, target.buffer.devices[p], int(op), int(value))
+        p = peer if type(peer) is int else int(peer)
+        if not 0 <= p < target.nranks:
+            self._peer(target, p, "pld.system.notify")
+        base = target.addrs[p] or self._member_addr(target, p)
+        addr = base + self._cell_offset(target, offsets, "pld.system.notify cell")
+        # seq_cst store/add; the receiver's sleepers count decides whether a
+        # futex wake (a syscall) is needed at all
+        native.notify_i32(addr, op, value, self._sleepers_of[target.buffer.devices[p]])
+
+    def _member_addr(self, view, p):
+        view.addrs[p] = address(self.transport.peer_array(view, p))
+        return view.addrs[p]
 
     def wait(self, signal, offsets, expected, cmp, _loc=-1):
-        a = signal.local
-        idx = element_index(a, offsets, "pld.system.wait cell")
-        addr = a.ctypes.data + sum(i * s for i, s in zip(idx, a.strides))
-        flat = int(np.ravel_multi_index(idx, a.shape))
+        addr = signal.addrs[signal.rank] + self._cell_offset(signal, offsets,
+                                                             "pld.system.wait cell")
+        if native.wait_i32(addr, cmp, expected, self._sleepers, 0, 0)[0]:
+            return                                   # already satisfied: no bookkeeping
+        flat = int(np.ravel_multi_index(tuple(int(o) for o in offsets), signal.shape))
         self._block_on(addr, int(cmp), int(expected), signal.buffer.id, flat, _loc, -1,
-                       a.shape[-1], a.ndim)
+                       signal.shape[-1], len(signal.shape))
 
     def wait_dispatch(self, rank: int, seq: int):
         """Wait until ``rank`` has completed its dispatch number ``seq``."""

@@ -42,7 +42,7 @@ class WindowView:
     """A DistributedTensor inside a rank: this rank's copy (``local``) plus what
     is needed to reach the same bytes in a peer's copy."""
 
-    __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks")
+    __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "addrs")
 
     def __init__(self, buffer: WindowBuffer, shape, dtype, local: np.ndarray, rank: int):
         self.buffer = buffer
@@ -51,9 +51,19 @@ class WindowView:
         self.local = local
         self.rank = rank
         self.nranks = len(buffer.devices)
+        self.strides = local.strides
+        # base address of each member's copy, filled on first use: signal ops
+        # then cost a few integer operations instead of an ndarray lookup
+        self.addrs = [0] * self.nranks
+        self.addrs[rank] = address(local)
 
     def __repr__(self):
         return f"<window '{self.buffer.name}' {list(self.shape)} rank {self.rank}/{self.nranks}>"
+
+
+def address(a: np.ndarray) -> int:
+    """Address of an array's first element (cheaper than ``a.ctypes.data``)."""
+    return a.__array_interface__["data"][0]
 
 
 class Tile(np.ndarray):
