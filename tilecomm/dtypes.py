@@ -1,24 +1,32 @@
 """Element types of tensors, tiles and scalars, and their numpy/torch mapping."""
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 
 class DataType:
     """One element type.  Instances are singletons compared by identity."""
 
-    __slots__ = ("name", "np_dtype", "bits", "is_float", "is_int", "atomic_code")
+    __slots__ = ("name", "_np", "bits", "is_float", "is_int", "atomic_code")
 
     def __init__(self, name: str, np_dtype, bits: int, *, is_float=False, is_int=False,
                  atomic_code: int | None = None):
         self.name = name
-        self.np_dtype = np.dtype(np_dtype) if np_dtype is not None else None
+        # a callable is resolved on first use: ml_dtypes costs ~1.5 s to import,
+        # which every rank-free program (and every example) would otherwise pay
+        self._np = np_dtype if callable(np_dtype) and not isinstance(np_dtype, type) \
+            else np.dtype(np_dtype)
         self.bits = bits
         self.is_float = is_float
         self.is_int = is_int
         # dtype code of the native atomic-add loop, None if not addable
         self.atomic_code = atomic_code
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        if not isinstance(self._np, np.dtype):
+            self._np = np.dtype(self._np())
+        return self._np
 
     def get_byte(self) -> int:
         """Element size in bytes, rounded up (FP32 -> 4, BF16 -> 2)."""
@@ -33,7 +41,12 @@ class DataType:
 
 FP32 = DataType("FP32", np.float32, 32, is_float=True, atomic_code=0)
 FP16 = DataType("FP16", np.float16, 16, is_float=True, atomic_code=1)
-BF16 = DataType("BF16", ml_dtypes.bfloat16, 16, is_float=True, atomic_code=2)
+def _bfloat16():
+    import ml_dtypes
+    return ml_dtypes.bfloat16
+
+
+BF16 = DataType("BF16", _bfloat16, 16, is_float=True, atomic_code=2)
 INT32 = DataType("INT32", np.int32, 32, is_int=True, atomic_code=3)
 INT16 = DataType("INT16", np.int16, 16, is_int=True, atomic_code=4)
 INT8 = DataType("INT8", np.int8, 8, is_int=True, atomic_code=5)
@@ -62,8 +75,9 @@ def by_name(name: str) -> DataType:
 def from_numpy(dt) -> DataType | None:
     """The tilecomm dtype of a numpy dtype (INT64 for int64, never INDEX)."""
     dt = np.dtype(dt)
-    for d in (FP32, FP16, BF16, INT32, INT16, INT8, INT64, UINT8, UINT16, UINT32, UINT64, FP64,
-              BOOL):
+    if dt.name == "bfloat16":
+        return BF16
+    for d in (FP32, FP16, INT32, INT16, INT8, INT64, UINT8, UINT16, UINT32, UINT64, FP64, BOOL):
         if d.np_dtype == dt:
             return d
     return None

@@ -133,7 +133,7 @@ class ProgramBuilder:
                            hint="use pl.Tensor[...], pl.Out[...], pl.Scalar[...] or "
                                 "pld.DistributedTensor[...]")
             actual = arg_types[i] if arg_types is not None and i < len(arg_types) else None
-            t = self._specialise_param(t, actual, a.arg, span, kfn)
+            t = self._specialise_param(t, actual, a.arg, span, kfn, call_span)
             params.append(N.Param(a.arg, t, span))
         if arg_types is not None and len(arg_types) != len(params):
             raise _err(ProgramTypeError, f"{tree.name}() takes {len(params)} argument(s) "
@@ -144,12 +144,14 @@ class ProgramBuilder:
                 params[i].type = p.type.with_(origin=("param", i))
         return params
 
-    def _specialise_param(self, t, actual, name, span, kfn):
+    def _specialise_param(self, t, actual, name, span, kfn, call_span=None):
         if isinstance(t, TensorType):
             if t.shape is None:                       # bare pl.Tensor: from the argument
                 if not isinstance(actual, TensorType):
+                    # the annotation is valid; the argument at the call is what is wrong
                     raise _err(ProgramTypeError, f"parameter '{name}' is a bare tensor annotation; "
-                               f"its shape must come from the argument", span, "TC107")
+                               f"its shape must come from a tensor argument; got "
+                               f"{describe(actual)}", call_span or span, "TC107")
                 return t.with_(shape=actual.shape, dtype=t.dtype or actual.dtype)
             if isinstance(actual, TensorType) and actual.shape is not None:
                 self._unify(t.shape, actual.shape, name, span)
@@ -164,7 +166,9 @@ class ProgramBuilder:
             if isinstance(d, DynVar) and d not in self.bindings and isinstance(a, int):
                 self.bindings[d] = a
         for d, a in zip(declared, actual):
-            v = d.evaluate(self.bindings) if isinstance(d, Dim) else d
+            if not isinstance(d, Dim):
+                continue         # static dims: checked by the argument rules (TC410 / TC208)
+            v = d.evaluate(self.bindings)
             if isinstance(v, int) and isinstance(a, int) and v != a:
                 raise _err(ProgramValueError, f"parameter '{name}': dimension {d!r} is bound to "
                            f"{v} but the argument has {a}", span, "TC208",
@@ -398,12 +402,14 @@ class FunctionParser:
             self.env[n] = v.type
         node = N.For(span, var, start, stop, step, [], carried, init, [], form.name.split(".")[1])
         self.yield_stack.append(node)
+        ndiags = len(self.b.diags)
         try:
             node.body = self.block(s.body)
         finally:
             self.yield_stack.pop()
             self.loops.pop(var, None)
-        if carried and not node.yield_targets:
+        # a misused pl.yield_ in the body was already reported; don't report it twice
+        if carried and not node.yield_targets and len(self.b.diags) == ndiags:
             raise self.syntax(s, "a loop with init_values must end its body with "
                               "out = pl.yield_(...)", "TC309")
         return node
@@ -737,11 +743,13 @@ class FunctionParser:
         kw = {k.arg: k.value for k in node.keywords}
         device_node = kw.pop("device", None)
         if device_node is not None and not (self.kind == HOST and callee.kind in (ORCH, HOST)):
+            # the keyword itself is the mistake here, so point at "device=", not its value
+            device_kw = next(k for k in node.keywords if k.arg == "device")
             raise _err(ProgramTypeError, f"device= is only accepted when a HOST orchestrator "
                        f"dispatches a chip orchestration function (@pl.jit); "
                        f"{callee.fn.__name__} is {KIND_NAMES[callee.kind]}"
                        + ("" if self.kind == HOST else f" and the caller is {KIND_NAMES[self.kind]}"),
-                       self.span(device_node), "TC308", hint="allowed keywords here: none")
+                       self.span(device_kw), "TC308", hint="allowed keywords here: none")
         if self.kind == HOST and callee.kind == INCORE:
             raise _err(ProgramSyntaxError, f"a HOST orchestrator cannot call the InCore kernel "
                        f"{callee.fn.__name__} directly", span, "TC301",
@@ -842,7 +850,8 @@ class FunctionParser:
                            f"the run's {world} rank(s)", span, "TC212")
             return frozenset(range(a, b))
         raise _err(ProgramValueError, "device= expression must be an integer constant or the "
-                   "induction variable of an enclosing pl.range loop", span, "TC211",
+                   f"induction variable of an enclosing pl.range loop; got '{ast.unparse(node)}'",
+                   span, "TC211",
                    hint="write: for r in pl.range(pld.world_size()): chip(..., device=r)")
 
 

@@ -313,8 +313,9 @@ def _transfer_rule(c, remote, local):
     rt_, lt = c.type(remote), c.type(local)
     given = [c.given(k) for k in ("dst_offsets", "src_offsets", "shape")]
     if any(given) and not all(given):
-        c.value_error(f"{c.op} dst_offsets, src_offsets, and shape must be provided together",
-                      code="TC205", hint="give all three for a sub-region, or none for the "
+        names = [k for k, g in zip(("dst_offsets", "src_offsets", "shape"), given) if g]
+        c.value_error(f"{c.op} dst_offsets, src_offsets, and shape must be provided together; "
+                      f"got only {', '.join(names)}", code="TC205", hint="give all three for a sub-region, or none for the "
                       "whole tensor")
     dst, src = c.type("dst"), c.type("src")
     if dst.dtype is not src.dtype:

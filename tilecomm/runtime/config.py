@@ -95,9 +95,14 @@ class RunConfig:
                                                                   DistributedConfig):
             raise ConfigError("RunConfig.distributed_config must be a DistributedConfig",
                               code="TC402")
-        if self.deadlock_timeout_s <= 0 or self.wait_timeout_s < 0 or self.spin_iters < 0:
-            raise ConfigError("RunConfig timeouts and spin_iters must be non-negative "
-                              "(deadlock_timeout_s > 0)", code="TC402")
+        # checks are written as "v is good" so NaN fails them (NaN would disable the timeouts)
+        for name, ok, want in (("deadlock_timeout_s", lambda v: v > 0, "a number > 0"),
+                               ("wait_timeout_s", lambda v: v >= 0, "a number >= 0 (0 = never)"),
+                               ("spin_iters", lambda v: isinstance(v, int) and v >= 0,
+                                "an int >= 0")):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+                raise ConfigError(f"RunConfig.{name} must be {want}, got {v!r}", code="TC402")
 
     @property
     def platform_profile(self) -> Platform:

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import RuntimeFault
 from ..ir.types import IN, INOUT, OUT
 from .kernel_ops import KernelOps
-from .values import HostRef, WindowBuffer, WindowRef
+from .values import HostRef, WindowBuffer, WindowRef, address
 
 
 class HostTensor:
@@ -29,12 +29,12 @@ class HostTensor:
 
     def ref(self) -> HostRef:
         a = self.array
-        return HostRef(self.segment.name, a.ctypes.data - self.base_addr, a.shape, a.strides,
-                       a.dtype.str if a.dtype.kind != "V" else a.dtype.name)
+        return HostRef(self.segment.name, address(a) - self.base_addr, a.shape, a.strides,
+                       a.dtype)
 
     def byte_range(self):
         a = self.array
-        lo = a.ctypes.data - self.base_addr
+        lo = address(a) - self.base_addr
         if a.size == 0:
             return lo, lo
         span = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0)
@@ -78,8 +78,7 @@ class HostRuntime(KernelOps):
         if n > buf.nbytes:
             raise RuntimeFault(f"pld.window view of {n} bytes does not fit in window buffer "
                                f"'{buf.name}' of {buf.nbytes} bytes", code="TC502")
-        return WindowRef(buf, shape, dtype.np_dtype.str if dtype.np_dtype.kind != "V"
-                         else dtype.np_dtype.name)
+        return WindowRef(buf, shape, dtype.np_dtype)
 
     def get_comm_ctx(self, dist_tensor):
         return dist_tensor
@@ -102,6 +101,17 @@ class HostRuntime(KernelOps):
                                "asynchronously on the ranks", code="TC503")
         raise RuntimeFault(f"cannot index {type(base).__name__} in a HOST orchestrator",
                            code="TC503")
+
+    def assign(self, base, items, value):
+        """``ys[r] = chip(..., ys[r], ...)``: the dispatch already writes that view in
+        place; copying other data would need values the host never sees."""
+        target = self.index(base, items)
+        if isinstance(value, HostTensor) and value.segment is target.segment and \
+                value.array.shape == target.array.shape and \
+                value.byte_range() == target.byte_range():
+            return
+        raise RuntimeFault("a HOST orchestrator can only assign a dispatch's result back to "
+                           "the tensor view that dispatch was given", code="TC503")
 
     # ---------------------------------------------------------------- dispatch
     def dispatch(self, fname, device, args, loc, ret):

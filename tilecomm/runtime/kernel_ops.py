@@ -56,7 +56,7 @@ def element_index(a: np.ndarray, offset, what: str) -> tuple:
 def py_scalar(v):
     if isinstance(v, (np.floating, float)) or (hasattr(v, "dtype") and v.dtype.kind == "V"):
         return float(v)
-    if isinstance(v, np.generic) and v.dtype == D.BF16.np_dtype:
+    if isinstance(v, np.generic) and v.dtype.name == "bfloat16":
         return float(v)
     if isinstance(v, (np.integer,)):
         return int(v)
@@ -188,7 +188,7 @@ class KernelOps:
             if target_type.is_float:
                 return float(npdt.type(x))
             return int(np.rint(x)) if isinstance(x, float) else int(x)
-        if x.dtype.kind == "f" or x.dtype == D.BF16.np_dtype:
+        if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
             if target_type.is_int:
                 x = np.rint(x.astype(np.float64))
         out = x.astype(npdt)

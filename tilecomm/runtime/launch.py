@@ -24,7 +24,6 @@ from .host import HostRuntime, HostTensor
 from .program import to_numpy
 
 _CALL_IDS = itertools.count(1)
-_swept = False
 _POLL_S = 0.02
 
 
@@ -95,9 +94,11 @@ class Call:
 
 
 def launch(executable, args: list, config):
+    # segments of controllers that were SIGKILLed; on every call (one listdir, ~10 us) so a
+    # long-lived process also cleans up after peers that died after its first call
     global _swept
-    if not _swept:
-        S.sweep_stale()                    # segments of controllers that were SIGKILLed
+    if not globals().get("_swept"):
+        S.sweep_stale()
         _swept = True
     call = Call(executable, config)
     try:

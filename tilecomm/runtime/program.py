@@ -63,10 +63,10 @@ def arg_type(x, name):
     a = to_numpy(x)
     if a is None:
         raise ArgumentError(f"parameter '{name}': expected a numpy array, a torch CPU tensor or "
-                            f"a Python scalar; got {type(x).__name__}")
+                            f"a Python scalar; got {type(x).__name__}", code="TC411")
     dt = D.from_numpy(a.dtype)
     if dt is None:
-        raise ArgumentError(f"parameter '{name}': unsupported dtype {a.dtype}")
+        raise ArgumentError(f"parameter '{name}': unsupported dtype {a.dtype}", code="TC411")
     return TensorType(tuple(int(d) for d in a.shape), dt)
 
 
