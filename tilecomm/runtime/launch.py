@@ -96,10 +96,7 @@ class Call:
 def launch(executable, args: list, config):
     # segments of controllers that were SIGKILLed; on every call (one listdir, ~10 us) so a
     # long-lived process also cleans up after peers that died after its first call
-    global _swept
-    if not globals().get("_swept"):
-        S.sweep_stale()
-        _swept = True
+    S.sweep_stale()
     call = Call(executable, config)
     try:
         ctl_seg = call.new_segment(C.control_size(call.world))

@@ -1,0 +1,278 @@
+"""Run-time failures: deadlocks explain themselves, a crashed or killed rank stops
+every rank quickly, Ctrl-C stops everything, and nothing leaks whatever happens.
+
+Timing bounds are the design's reliability targets: a deadlock is reported
+within 2 s of quiescence, a crashed or killed rank within 1 s.  Programs are
+compiled before the timed region so only the run itself is measured.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import failure_programs as F
+from tilecomm.errors import DeadlockError, RankFailure
+
+FILE = os.path.abspath(F.__file__)
+
+
+# ------------------------------------------------------------------ helpers
+def marker_line(tag: str) -> int:
+    with open(FILE) as f:
+        hits = [i + 1 for i, text in enumerate(f) if re.search(rf"#\s*F:{tag}\s*$", text)]
+    assert len(hits) == 1, f"marker F:{tag} must occur exactly once"
+    return hits[0]
+
+
+def children_of(pid: int) -> set:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except OSError:
+        return set()
+
+
+def my_segments(pid=None) -> list:
+    prefix = f"tilecomm-{pid or os.getpid()}-"
+    return [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+
+
+def process_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def assert_clean():
+    """Right after a failure: no worker process and no segment of ours is left."""
+    assert children_of(os.getpid()) == set(), "worker processes outlived the call"
+    assert my_segments() == [], "shared-memory segments outlived the call"
+
+
+@pytest.fixture(autouse=True)
+def no_thread_leaks():
+    before = threading.active_count()
+    yield
+    assert threading.active_count() == before, "threads leaked"
+
+
+def timed_call(main, *args, cfg, expect):
+    """Compile (untimed), then run ``main`` and return (exception, seconds the run took)."""
+    main.compile(*args, config=cfg)
+    t0 = time.monotonic()
+    with pytest.raises(expect) as ei:
+        main(*args, config=cfg)
+    return ei.value, time.monotonic() - t0
+
+
+def rank_block(text: str, rank: int) -> str:
+    """The lines of a deadlock report that describe ``rank``."""
+    lines = text.splitlines()
+    starts = [i for i, l in enumerate(lines) if re.match(rf"\s*rank {rank}\b", l)]
+    assert len(starts) == 1, f"rank {rank} must be listed exactly once:\n{text}"
+    i = starts[0] + 1
+    while i < len(lines) and not re.match(r"\s*(rank \d+\b|hint:)", lines[i]):
+        i += 1
+    return "\n".join(lines[starts[0]:i])
+
+
+def check_deadlock(e, *, blocked, tag, value, expected, world):
+    text = str(e)
+    line = marker_line(tag)
+    assert sorted(b["rank"] for b in e.blocked) == blocked, text
+    for b in e.blocked:
+        assert b["span"] is not None and os.path.abspath(b["span"].file) == FILE
+        assert b["span"].line == line
+        assert (b["value"], b["expected"], b["cmp"]) == (value, expected, "Ge")
+    for r in range(world):
+        if r in blocked:
+            block = rank_block(text, r)
+            assert f"{FILE}:{line}:" in block, block               # where it waits
+            assert "buf" in block and "[0, 0]" in block, block     # which cell
+            assert re.search(rf"=\s*{value}\b", block), block      # its current value
+            assert f">= {expected}" in block, block                 # what it waits for
+        else:
+            assert not re.search(rf"^\s*rank {r}\b", text, re.M), f"rank {r} finished:\n{text}"
+    assert f"{len(blocked)} blocked" in text and f"{world - len(blocked)} finished" in text
+
+
+# ------------------------------------------------------------------ deadlocks
+def test_seed_handshake_with_tag_0_deadlocks():
+    """The seed's handshake sends tag 0 but waits for >= 1: both ranks hang."""
+    e, took = timed_call(F.seed_tag0_main, F.outputs(2), cfg=F.config(2), expect=DeadlockError)
+    assert took < 2.0, f"deadlock reported after {took:.2f} s"
+    check_deadlock(e, blocked=[0, 1], tag="seed", value=0, expected=1, world=2)
+    assert_clean()
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_ring_handshake_with_tag_0_deadlocks(n):
+    e, took = timed_call(F.ring_main, F.outputs(n), 0, cfg=F.config(n), expect=DeadlockError)
+    assert took < 2.0, f"deadlock reported after {took:.2f} s"
+    check_deadlock(e, blocked=list(range(n)), tag="ring", value=0, expected=1, world=n)
+    assert_clean()
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_ring_handshake_with_tag_1_completes(n):
+    """Positive control for the program above: with a non-zero tag it runs."""
+    outs = F.outputs(n)
+    F.ring_main(outs, 1, config=F.config(n))
+    np.testing.assert_array_equal(outs, np.full((n, 1, 1), 1, np.int32))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_deadlock_of_some_ranks_while_others_finish(n):
+    odd = [r for r in range(n) if r % 2 == 1]
+    e, took = timed_call(F.partial_main, F.outputs(n), cfg=F.config(n), expect=DeadlockError)
+    assert took < 2.0, f"deadlock reported after {took:.2f} s"
+    check_deadlock(e, blocked=odd, tag="partial", value=0, expected=1, world=n)
+    assert_clean()
+
+
+def test_wait_timeout_reports_the_wait():
+    """With deadlock detection out of the way, wait_timeout_s bounds a single wait."""
+    cfg = F.config(3, deadlock_timeout_s=60, wait_timeout_s=0.3)
+    e, took = timed_call(F.partial_main, F.outputs(3), cfg=cfg, expect=RankFailure)
+    assert took < 2.0
+    assert e.rank == 1 and e.error_code == "TC504"
+    assert e.span.line == marker_line("partial")
+    assert "timed out" in str(e) and f'File "{FILE}", line {marker_line("partial")}' in str(e)
+    assert_clean()
+
+
+# ------------------------------------------------------------------ a rank raises
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_crashing_rank_stops_ranks_blocked_forever(n):
+    # a 60 s deadlock timeout: only the crash path can end this call in time
+    cfg = F.config(n, deadlock_timeout_s=60)
+    e, took = timed_call(F.crash_main, F.outputs(n), cfg=cfg, expect=RankFailure)
+    assert took < 1.0, f"crash reported after {took:.2f} s"
+    line = marker_line("crash")
+    text = str(e)
+    assert e.rank == 0 and text.startswith("rank 0 ")
+    assert e.error_type == "RuntimeFault" and e.error_code == "TC501"
+    assert os.path.abspath(e.span.file) == FILE and e.span.line == line
+    assert f'File "{FILE}", line {line}' in text
+    assert "pld.system.notify(cells, n + 5" in text                # the kernel source line
+    assert f"peer {n + 5} is out of range" in text and f"{n} rank(s)" in text
+    assert_clean()
+
+
+# ------------------------------------------------------------------ a rank is killed
+@pytest.mark.parametrize("n,victim", [(2, 1), (3, 2), (4, 1)])
+def test_killed_rank_is_reported(n, victim):
+    before = children_of(os.getpid())
+    state = {}
+
+    def killer():
+        deadline = time.monotonic() + 10
+        workers = set()
+        while time.monotonic() < deadline:
+            workers = children_of(os.getpid()) - before
+            if len(workers) >= n:
+                break
+            time.sleep(0.005)
+        else:
+            state["error"] = f"only {len(workers)} of {n} workers appeared"
+            for pid in workers:                  # unblock the call; the test then fails
+                os.kill(pid, signal.SIGKILL)
+            return
+        time.sleep(0.3)                          # let every rank reach its wait
+        pid = sorted(workers)[victim]            # workers are forked in rank order
+        state["killed_at"] = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+
+    cfg = F.config(n, deadlock_timeout_s=60)
+    F.block_main.compile(F.outputs(n), config=cfg)
+    th = threading.Thread(target=killer)
+    th.start()
+    try:
+        with pytest.raises(RankFailure) as ei:
+            F.block_main(F.outputs(n), config=cfg)
+        reported_at = time.monotonic()
+    finally:
+        th.join()
+    assert "error" not in state, state.get("error")
+    took = reported_at - state["killed_at"]
+    assert took < 1.0, f"kill reported after {took:.2f} s"
+    e = ei.value
+    assert e.rank == victim
+    assert f"rank {victim}" in str(e) and "SIGKILL" in str(e)
+    assert_clean()
+
+
+# ------------------------------------------------------------------ Ctrl-C
+def test_ctrl_c_stops_everything():
+    n = 3
+    proc = subprocess.Popen([sys.executable, FILE, str(n)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        workers = set()
+        while time.monotonic() < deadline and proc.poll() is None:
+            workers = children_of(proc.pid)
+            if len(workers) >= n:
+                break
+            time.sleep(0.01)
+        assert len(workers) == n, f"workers did not start: {proc.poll()} {workers}"
+        time.sleep(0.2)                                  # ranks are blocked in their waits
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)              # what Ctrl-C in a terminal does
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)            # dump the controller's stacks
+            time.sleep(0.5)
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"the program did not stop after Ctrl-C:\n{err}")
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert took < 3.0, f"Ctrl-C took {took:.2f} s"
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in err, err
+    assert "finished" not in out
+    assert my_segments(proc.pid) == [], "segments of the interrupted run remain"
+    # nothing of that process tree remains (the workers were in its process group)
+    deadline = time.monotonic() + 2
+    while any(process_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(process_alive(p) for p in workers), "workers outlived Ctrl-C"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)
+
+
+# ------------------------------------------------------------------ stale segments
+def test_next_run_sweeps_segments_of_dead_controllers():
+    outs = F.outputs(2)
+    F.ring_main(outs, 1, config=F.config(2))           # not the first run of this process
+    child = subprocess.Popen(["true"])
+    child.wait()                                       # exited and reaped: a dead owner
+    dead = child.pid
+    assert not process_alive(dead)
+    stale = f"/dev/shm/tilecomm-{dead}-1-0"
+    live = f"/dev/shm/tilecomm-{os.getpid()}-999999-0"    # owner alive: must be kept
+    for path in (stale, live):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 64)
+    try:
+        F.ring_main(outs, 1, config=F.config(2))
+        assert not os.path.exists(stale), "segment of a dead controller survived the next run"
+        assert os.path.exists(live), "segment of a live process was removed"
+    finally:
+        for path in (stale, live):
+            if os.path.exists(path):
+                os.unlink(path)

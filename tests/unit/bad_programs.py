@@ -1,0 +1,668 @@
+"""Programs with one mistake each (except the "several mistakes" section), for the
+compile-error tests, plus the correct wrappers they share.
+
+Each offending line carries a marker comment ``# E:<tag>`` (the error code,
+or the code plus a suffix where one function has two marked lines); the tests
+find the expected line from the marker, so editing this file never breaks them.
+Kernels share one wrapper (``host_for``) so each case is only the lines that
+matter.  Every program is compiled for a world of ``W`` ranks.
+"""
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+
+R, C = 2, 8
+W = 2
+
+X = pl.Tensor[[R, C], pl.FP32]
+Y = pl.Out[pl.Tensor[[R, C], pl.FP32]]
+WIN = pl.InOut[pld.DistributedTensor[[R, C], pl.FP32]]
+SIG = pl.InOut[pld.DistributedTensor[[W, 1], pl.INT32]]
+XS = pl.Tensor[[W, R, C], pl.FP32]
+YS = pl.Out[pl.Tensor[[W, R, C], pl.FP32]]
+
+SET = pld.NotifyOp.Set
+GE = pld.WaitCmp.Ge
+ADD = pld.AtomicType.Add
+
+
+def host_for(kernel, wdt=pl.FP32):
+    """A correct chip wrapper and HOST orchestrator around ``kernel``; the window
+    ``win`` has dtype ``wdt``."""
+
+    @pl.jit
+    def chip(x: X, y: Y, win: pl.InOut[pld.DistributedTensor[[R, C], wdt]], sig: SIG):
+        return kernel(x, y, win, sig)
+
+    @pl.jit.host
+    def main(xs: XS, ys: YS):
+        wbuf = pld.alloc_window_buffer([R, C], dtype=wdt)
+        sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=wdt),
+                 pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+        return ys
+
+    return main
+
+
+def host_for_chip(chip):
+    """A correct HOST orchestrator dispatching ``chip`` on every rank."""
+
+    @pl.jit.host
+    def main(xs: XS, ys: YS):
+        wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+        sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                 pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+        return ys
+
+    return main
+
+
+# ---------------------------------------------------------------- a correct program
+@pl.jit.incore
+def ok_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit
+def ok_chip(x: X, y: Y, win: WIN, sig: SIG):
+    return ok_kernel(x, y, win, sig)
+
+
+ok_main = host_for(ok_kernel)
+
+
+# ---------------------------------------------------------------- wrong function kind
+@pl.jit.host
+def host_uses_load(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    t = pl.load(xs, [0, 0, 0], [1, R, C])  # E:TC301
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.incore
+def k_world_size(x: X, y: Y, win: WIN, sig: SIG):
+    n = pld.system.world_size()  # E:TC301
+    t = pl.load(x, [0, 0], [R, C])
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_alloc(x: X, y: Y, win: WIN, sig: SIG):
+    buf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC301
+    return y
+
+
+# ---------------------------------------------------------------- wrong operand kinds
+@pl.jit.incore
+def k_notify_plain(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.notify(x, 0, [0, 0], 1, op=SET)  # E:TC101
+
+
+@pl.jit.incore
+def k_wait_plain(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.wait(y, [0, 0], 1, cmp=GE)  # E:TC101
+
+
+@pl.jit.incore
+def k_remote_load_plain(x: X, y: Y, win: WIN, sig: SIG):
+    t = pld.tile.remote_load(x, 0, [0, 0], [R, C])  # E:TC101
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_put_plain_dst(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.put(y, 0, win)  # E:TC101
+
+
+@pl.jit.incore
+def k_get_plain_src(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.get(y, 0, x)  # E:TC101
+
+
+@pl.jit.incore
+def k_comm_ctx_plain(x: X, y: Y, win: WIN, sig: SIG):
+    ctx = pld.get_comm_ctx(x)  # E:TC101
+
+
+@pl.jit.incore
+def k_tensor_store_window_src(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.remote_store(win, win, 0, [0, 0])  # E:TC102
+
+
+@pl.jit.incore
+def k_tile_store_tensor_src(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tile.remote_store(x, win, 0, [0, 0])  # E:TC102
+
+
+@pl.jit.incore
+def k_store_tensor_as_tile(x: X, y: Y, win: WIN, sig: SIG):
+    y = pl.store(x, [0, 0], y)  # E:TC102
+    return y
+
+
+@pl.jit.incore
+def k_rank_of_window(x: X, y: Y, win: WIN, sig: SIG):
+    me = pld.rank(win)  # E:TC102
+
+
+@pl.jit.incore
+def k_nranks_of_tensor(x: X, y: Y, win: WIN, sig: SIG):
+    n = pld.nranks(x)  # E:TC102
+
+
+@pl.jit.incore
+def k_write_tile_value(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    pl.write(y, [0, 0], t)  # E:TC102
+
+
+@pl.jit.incore
+def k_mul_ctx(x: X, y: Y, win: WIN, sig: SIG):
+    ctx = pld.get_comm_ctx(win)
+    t = pl.load(x, [0, 0], [R, C])
+    u = pl.mul(t, ctx)  # E:TC102
+
+
+@pl.jit.incore
+def k_div_tile_by_tensor(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    u = pl.div(t, x)  # E:TC102
+
+
+@pl.jit.incore
+def k_cast_to_int(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    u = pl.cast(t, 3)  # E:TC102
+
+
+@pl.jit.incore
+def k_const_of_runtime(x: X, y: Y, win: WIN, sig: SIG):
+    n = pld.nranks(pld.get_comm_ctx(win))
+    k = pl.const(n, pl.INT32)  # E:TC102
+
+
+@pl.jit.incore
+def k_min_of_tile(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    m = pl.min(t, 1)  # E:TC102
+
+
+@pl.jit.incore
+def k_max_of_tile(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    m = pl.max(1, t)  # E:TC102
+
+
+# ---------------------------------------------------------------- ranks, bounds, values
+@pl.jit.incore
+def k_offsets_rank(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0], [R, C])  # E:TC201
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_wait_offsets_rank(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.wait(sig, [0], 1, cmp=GE)  # E:TC201
+
+
+@pl.jit.incore
+def k_short_store_offsets_rank(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    pld.remote_store(t, win, 0, [0])  # E:TC201
+
+
+@pl.jit.incore
+def k_load_oob(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [1, 0], [R, C])  # E:TC202
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_store_oob(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    y = pl.store(t, [0, 4], y)  # E:TC202
+    return y
+
+
+@pl.jit.incore
+def k_push_oob(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    pld.tile.remote_store(t, win, 0, [1, 0])  # E:TC202
+
+
+@pl.jit.incore
+def k_put_region_oob(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.put(win, 0, x, [1, 0], [0, 0], [R, C])  # E:TC202
+
+
+@pl.jit.incore
+def k_read_oob(x: X, y: Y, win: WIN, sig: SIG):
+    v = pl.read(sig, [W, 0])  # E:TC202
+
+
+@pl.jit.incore
+def k_slice_oob(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    s = pl.slice(t, [R, C], [1, 0])  # E:TC202
+
+
+@pl.jit.incore
+def k_atomic_int64(x: X, y: Y, win: pl.InOut[pld.DistributedTensor[[R, C], pl.INT64]], sig: SIG):
+    t = pl.load(win, [0, 0], [R, C])
+    pld.tile.remote_store(t, win, 0, [0, 0], atomic=ADD)  # E:TC203
+
+
+@pl.jit.incore
+def k_atomic_fp64(x: X, y: Y, win: pl.InOut[pld.DistributedTensor[[R, C], pl.FP64]], sig: SIG):
+    t = pl.load(win, [0, 0], [R, C])
+    win = pl.store(t, [0, 0], win, atomic=ADD)  # E:TC203
+
+
+@pl.jit.incore
+def k_atomic_bf16(x: X, y: Y, win: pl.InOut[pld.DistributedTensor[[R, C], pl.BF16]], sig: SIG):
+    t = pl.load(win, [0, 0], [R, C])
+    pld.tile.remote_store(t, win, 0, [0, 0], atomic=ADD)  # E:TC215
+
+
+@pl.jit.incore
+def k_add_dtypes(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    s = pl.cast(t, pl.INT32)
+    u = pl.add(t, s)  # E:TC204
+
+
+@pl.jit.incore
+def k_maximum_dtypes(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    s = pl.cast(t, pl.FP16)
+    u = pl.maximum(t, s)  # E:TC204
+
+
+@pl.jit.incore
+def k_notify_fp32_cell(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.notify(win, 0, [0, 0], 1, op=SET)  # E:TC204
+
+
+@pl.jit.incore
+def k_sub_shapes(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    u = pl.load(x, [0, 0], [1, C])
+    v = pl.sub(t, u)  # E:TC208
+
+
+@pl.jit.incore
+def k_minimum_shapes(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    u = pl.load(x, [0, 0], [R, 4])
+    v = pl.minimum(t, u)  # E:TC208
+
+
+@pl.jit.incore
+def k_put_partial_region(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.put(win, 0, x, [0, 0])  # E:TC205
+
+
+@pl.jit.incore
+def k_get_partial_region(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.get(y, 0, win, shape=[1, C])  # E:TC205
+
+
+@pl.jit.incore
+def k_chunk_float(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.put(win, 0, x, chunk_rows=1.5)  # E:TC105
+
+
+@pl.jit.incore
+def k_chunk_bool(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.get(x, 0, win, chunk_cols=True)  # E:TC105
+
+
+@pl.jit.incore
+def k_chunk_negative(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.put(win, 0, x, chunk_rows=-1)  # E:TC206
+
+
+@pl.jit.incore
+def k_pipeline_unchunked(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.put(win, 0, x, chunk_rows=1, pipeline=True)  # E:TC207
+
+
+@pl.jit.incore
+def k_notify_bad_op(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.notify(sig, 0, [0, 0], 1, op=7)  # E:TC214
+
+
+@pl.jit.incore
+def k_runtime_tile_shape(x: X, y: Y, win: WIN, sig: SIG):
+    n = pld.nranks(pld.get_comm_ctx(win))
+    t = pl.tile.create([1, n], pl.FP32)  # E:TC216
+
+
+@pl.jit.incore
+def k_runtime_put_extent(x: X, y: Y, win: WIN, sig: SIG):
+    n = pld.nranks(pld.get_comm_ctx(win))
+    pld.tensor.put(win, 0, x, [0, 0], [0, 0], [1, n])  # E:TC217
+
+
+@pl.jit.incore
+def k_full_zero_dim(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.tile.full([R, 0], pl.FP32, 0.0)  # E:TC210
+
+
+@pl.jit.incore
+def k_create_tensor_zero_dim(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.create_tensor([0, C], pl.FP32)  # E:TC210
+
+
+@pl.jit.incore
+def k_zero_step(x: X, y: Y, win: WIN, sig: SIG):
+    for i in pl.range(0, R, 0):  # E:TC200
+        pass
+
+
+@pl.jit.incore
+def k_op_arity(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0])  # E:TC103
+
+
+# ---------------------------------------------------------------- syntax and names
+@pl.jit.incore
+def k_notify_short(x: X, y: Y, win: WIN, sig: SIG):
+    pld.notify(sig, 0, [0, 0], 1, op=SET)  # E:TC306
+
+
+@pl.jit.incore
+def k_while(x: X, y: Y, win: WIN, sig: SIG):
+    i = 0
+    while i < R:  # E:TC302
+        i = i + 1
+
+
+@pl.jit.incore
+def k_lambda(x: X, y: Y, win: WIN, sig: SIG):
+    f = lambda v: v  # E:TC302
+
+
+@pl.jit.incore
+def k_unknown_name(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    u = pl.add(t, no_such_tile)  # E:TC307
+
+
+@pl.jit.incore
+def k_unknown_pl_op(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.frobnicate(x)  # E:TC307
+
+
+@pl.jit.incore
+def k_yield_outside_loop(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    u = pl.yield_(t)  # E:TC309
+
+
+@pl.jit.incore
+def k_yield_unassigned(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    for i, (acc,) in pl.range(R, init_values=(t,)):
+        pl.yield_(acc)  # E:TC309
+
+
+@pl.jit.incore
+def k_bad_annotation(x: X, y: Y, win: WIN,
+                     sig: int):  # E:TC106
+    pass
+
+
+@pl.jit.incore
+def k_bare(x: X, y: Y, win: WIN, sig: SIG, extra: pl.Tensor):
+    pass
+
+
+@pl.jit
+def chip_scalar_for_bare_tensor(x: X, y: Y, win: WIN, sig: SIG):
+    return k_bare(x, y, win, sig, 1)  # E:TC107
+
+
+# ---------------------------------------------------------------- calls between functions
+@pl.jit
+def chip_short_call(x: X, y: Y, win: WIN, sig: SIG):
+    return ok_kernel(x, y, win)  # E:TC103
+
+
+@pl.jit
+def chip_kernel_device(x: X, y: Y, win: WIN, sig: SIG):
+    return ok_kernel(x, y, win, sig, device=0)  # E:TC308
+
+
+@pl.jit.host
+def host_plain_for_window(xs: XS, ys: YS):
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], xs[r], pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)  # E:TC104
+    return ys
+
+
+@pl.jit.host
+def host_incore_device(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    ok_kernel(xs[0], ys[0], pld.window(wbuf, [R, C], dtype=pl.FP32),
+              pld.window(sbuf, [W, 1], dtype=pl.INT32), device=0)  # E:TC308
+    return ys
+
+
+N = pl.dynamic("N")
+
+
+@pl.jit.incore
+def dyn_kernel(x: pl.Tensor[[N, C], pl.FP32], y: pl.Out[pl.Tensor[[N, C], pl.FP32]]):
+    t = pl.load(x, [0, 0], [1, C])
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit
+def dyn_chip(x: pl.Tensor[[N, C], pl.FP32], y: pl.Out[pl.Tensor[[N, C], pl.FP32]]):
+    return dyn_kernel(x, y)
+
+
+@pl.jit.host
+def host_dynamic(xs: pl.Tensor[[N, C], pl.FP32],
+                 ys: pl.Out[pl.Tensor[[N, C], pl.FP32]]):  # E:TC208
+    for r in pl.range(pld.world_size()):
+        dyn_chip(xs, ys, device=r)
+    return ys
+
+
+# ---------------------------------------------------------------- window buffers
+@pl.jit.host
+def host_alloc_unassigned(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC303
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_tuple_target(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    a, b = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC303
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_name(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32, name="sig")  # E:TC304
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_duplicate(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:first-sbuf
+    v = pld.window(sbuf, [W, 1], dtype=pl.INT32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC305
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32), v, device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_bytes_with_dtype(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer(W * 4, dtype=pl.INT32)  # E:TC209
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_shape_without_dtype(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1])  # E:TC209
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_zero_dim(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 0], dtype=pl.INT32)  # E:TC210
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_window_of_tensor(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    v = pld.window(xs, [W, 1], dtype=pl.INT32)  # E:TC102
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_window_too_big(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 2], dtype=pl.INT32), device=r)  # E:TC202
+    return ys
+
+
+@pl.jit.host
+def host_dead_alloc(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    spare = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC213
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_view_not_dispatched(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    spare = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC213
+    v = pld.window(spare, [W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+# ---------------------------------------------------------------- device= forms
+@pl.jit.host
+def host_device_expr(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size() - 1):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r + 1)  # E:TC211
+    return ys
+
+
+@pl.jit.host
+def host_device_out_of_range(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    ok_chip(xs[0], ys[0], pld.window(wbuf, [R, C], dtype=pl.FP32),
+            pld.window(sbuf, [W, 1], dtype=pl.INT32), device=5)  # E:TC212
+    return ys
+
+
+@pl.jit.host
+def host_device_loop_too_long(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(0, W + 1):
+        ok_chip(xs[0], ys[0], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)  # E:TC212
+    return ys
+
+
+# ---------------------------------------------------------------- several mistakes at once
+@pl.jit.incore
+def k_three_mistakes(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0], [R, C])  # E:TC201
+    u = pl.add(t, missing_name)  # E:TC307
+    pld.system.notify(x, 0, [0, 0], 1, op=SET)  # E:TC101
+    y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit.host
+def host_two_mistakes(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1])  # E:TC209
+    spare = pld.alloc_window_buffer([W, 0], dtype=pl.INT32)  # E:TC210
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+# ---------------------------------------------------------------- host arguments
+@pl.jit.host
+def host_args(xs: XS,  # E:TC410-xs
+              ys: YS):  # E:TC410-ys
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys

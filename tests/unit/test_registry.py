@@ -1,0 +1,195 @@
+"""The op registry is complete, and error codes are declared exactly once.
+
+Every primitive is declared by one record that drives checking, lowering and
+docs; these tests fail as soon as a record lacks any of those, is not reachable
+from the ``pl`` / ``pld`` surface, or is not exercised by both a positive and
+a negative test.  Error codes raised anywhere in tilecomm must be listed in
+``errors.CODES`` and every listed code must be raised somewhere.
+"""
+import ast
+import os
+import re
+from types import SimpleNamespace
+
+import pytest
+
+import tilecomm
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+from tilecomm.errors import CODES
+from tilecomm.ops import registry
+from tilecomm.ops.registry import HOST, INCORE, ORCH
+from tilecomm.runtime import host as host_rt
+from tilecomm.runtime import kernel_ops, rank as rank_rt
+
+PKG = os.path.dirname(os.path.abspath(tilecomm.__file__))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORDS = registry.records()
+# files whose programs are wrong on purpose; uses there count as negative tests only
+NEGATIVE_FILE = re.compile(r"(bad|fail|error)", re.I)
+
+
+def _id(rec):
+    return rec.name
+
+
+# ------------------------------------------------------------------ record contents
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_record_is_complete(rec):
+    assert rec.rule is not None and callable(rec.rule), f"{rec.name} has no type rule"
+    assert rec.impl or rec.lower, f"{rec.name} has neither a runtime impl nor a lowering"
+    assert rec.doc.strip(), f"{rec.name} has no doc"
+    assert rec.contexts and rec.contexts <= {HOST, ORCH, INCORE}, rec.contexts
+    assert rec.stub.record is rec and registry.lookup(rec.stub) is rec
+    assert re.fullmatch(r"pld?(\.[a-z_]+)+", rec.name), rec.name
+
+
+@pytest.mark.parametrize("rec", [r for r in RECORDS if r.impl], ids=_id)
+def test_impl_exists_where_the_op_can_run(rec):
+    """The lowering calls ``_rt.<impl>``: kernels run on a RankContext, HOST code
+    on the HostRuntime."""
+    if rec.contexts & {INCORE, ORCH}:
+        assert callable(getattr(rank_rt.RankContext, rec.impl, None)) or \
+            callable(getattr(kernel_ops.KernelOps, rec.impl, None)), \
+            f"{rec.name}: RankContext has no {rec.impl}"
+    if HOST in rec.contexts:
+        assert callable(getattr(host_rt.HostRuntime, rec.impl, None)), \
+            f"{rec.name}: HostRuntime has no {rec.impl}"
+
+
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_static_parameters_exist(rec):
+    params = set(rec.signature.parameters)
+    assert set(rec.static) <= params, f"{rec.name}: static {rec.static} not in {params}"
+
+
+def test_record_names_are_unique():
+    names = [r.name for r in RECORDS]
+    assert len(names) == len(set(names))
+
+
+# ------------------------------------------------------------------ surface spellings
+def spellings() -> dict:
+    """Every way the public surface spells each record: {record name: {"pl.load", ...}}."""
+    out = {r.name: set() for r in RECORDS}
+    for root_name, root in (("pl", pl), ("pld", pld)):
+        for attr, value in vars(root).items():
+            if attr.startswith("_"):
+                continue                        # private imports are not a spelling
+            rec = registry.lookup(value)
+            if rec is not None:
+                out[rec.name].add(f"{root_name}.{attr}")
+            elif isinstance(value, SimpleNamespace):
+                for attr2, value2 in vars(value).items():
+                    rec = registry.lookup(value2)
+                    if rec is not None:
+                        out[rec.name].add(f"{root_name}.{attr}.{attr2}")
+    return out
+
+
+SPELLINGS = spellings()
+
+
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_record_is_reachable_under_its_canonical_name(rec):
+    assert rec.name in SPELLINGS[rec.name], \
+        f"{rec.name} is not reachable as {rec.name}; spellings: {sorted(SPELLINGS[rec.name])}"
+
+
+# ------------------------------------------------------------------ test coverage
+def _test_sources():
+    me = os.path.abspath(__file__)
+    for root, _, files in os.walk(TESTS):
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith(".py") and path != me and f != "conftest.py":
+                with open(path, encoding="utf-8") as fh:
+                    yield path, fh.read()
+
+
+def _called(source: str, spelling: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(spelling)}\s*\(", source) is not None
+
+
+def _coverage():
+    pos, neg = {r.name: [] for r in RECORDS}, {r.name: [] for r in RECORDS}
+    for path, text in _test_sources():
+        bucket = neg if NEGATIVE_FILE.search(os.path.basename(path)) else pos
+        for rec in RECORDS:
+            if any(_called(text, s) for s in SPELLINGS[rec.name]):
+                bucket[rec.name].append(os.path.relpath(path, TESTS))
+    return pos, neg
+
+
+POSITIVE, NEGATIVE = _coverage()
+
+
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_record_has_a_positive_test(rec):
+    assert POSITIVE[rec.name], (
+        f"no positive test calls {rec.name} (spellings {sorted(SPELLINGS[rec.name])}) in any "
+        f"test under tests/ outside the bad/failure programs")
+
+
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_record_has_a_negative_test(rec):
+    assert NEGATIVE[rec.name], (
+        f"no negative test calls {rec.name} (spellings {sorted(SPELLINGS[rec.name])}) in a "
+        f"bad/failure/error test file under tests/")
+
+
+def test_coverage_scan_can_fail():
+    """The scanner does not match names inside longer identifiers or other ops."""
+    assert _called("x = pl.load(a)", "pl.load")
+    assert not _called("x = pl.loader(a)", "pl.load")
+    assert not _called("x = my_pl.load(a)", "pl.load")
+    assert not _called("pld.tile.remote_store(t)", "pld.remote_store")
+    assert _called("pld.tile.remote_store (t)", "pld.tile.remote_store")
+
+
+# ------------------------------------------------------------------ error codes
+def _raised_codes():
+    """Every "TCnnn" string constant in tilecomm sources, outside the CODES table."""
+    found = {}
+    for root, _, files in os.walk(PKG):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(root, f)
+            with open(path, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read(), path)
+            table = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign) and any(
+                        isinstance(t, ast.Name) and t.id == "CODES" for t in node.targets):
+                    table.update(id(k) for k in node.value.keys)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                        re.fullmatch(r"TC\d{3}", node.value) and id(node) not in table:
+                    found.setdefault(node.value, []).append(
+                        f"{os.path.relpath(path, PKG)}:{node.lineno}")
+    return found
+
+
+RAISED = _raised_codes()
+
+
+def test_codes_table_is_well_formed():
+    assert all(re.fullmatch(r"TC\d{3}", c) for c in CODES)
+    assert all(isinstance(v, str) and v.strip() for v in CODES.values())
+
+
+def test_every_raised_code_is_declared():
+    undeclared = {c: where for c, where in RAISED.items() if c not in CODES}
+    assert not undeclared, f"codes raised but missing from errors.CODES: {undeclared}"
+
+
+def test_every_declared_code_is_raised():
+    unused = sorted(set(CODES) - set(RAISED))
+    assert not unused, f"codes in errors.CODES that nothing raises: {unused}"
+
+
+def test_code_scan_finds_known_sites():
+    """Sanity check of the scanner itself: known raise sites are seen."""
+    assert any(w.startswith("frontend/parser.py") for w in RAISED["TC301"])
+    assert any(w.startswith("runtime/rank.py") for w in RAISED["TC501"])
