@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tilecomm
-import tilecomm.frontend.parser as parser_mod
+import tilecomm.frontend.builder as parser_mod
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm.runtime import DistributedConfig

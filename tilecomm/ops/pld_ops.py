@@ -307,10 +307,9 @@ def _chunk_args(c):
     return vals
 
 
-def _transfer_rule(c, remote, local):
-    """Shared by put (remote=dst) and get (remote=src)."""
+def _transfer_rule(c):
+    """Region, dtype and chunk rules shared by put and get."""
     chunks = _chunk_args(c)
-    rt_, lt = c.type(remote), c.type(local)
     given = [c.given(k) for k in ("dst_offsets", "src_offsets", "shape")]
     if any(given) and not all(given):
         names = [k for k, g in zip(("dst_offsets", "src_offsets", "shape"), given) if g]
@@ -369,7 +368,7 @@ def _put(c):
         c.type_error(f"pld.tensor.put expects a Tensor or DistributedTensor src; got "
                      f"{describe(s)}", at="src")
     c.scalar("peer")
-    _transfer_rule(c, "dst", "src")
+    _transfer_rule(c)
     c.atomic_dtype(c.enum("atomic", AtomicType), c.type("dst").dtype)
     return NONE
 
@@ -390,7 +389,7 @@ def _get(c):
         c.type_error(f"pld.tensor.get expects a Tensor or DistributedTensor dst; got "
                      f"{describe(d)}", at="dst")
     c.scalar("peer")
-    return _transfer_rule(c, "src", "dst")
+    return _transfer_rule(c)
 
 
 __all__ = ["world_size", "get_comm_ctx", "rank", "nranks", "notify", "wait",

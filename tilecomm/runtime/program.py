@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import ArgumentError, UserError
+from ..errors import ArgumentError
 from ..ir.types import IN, ScalarType, TensorType, is_static
 from ..lower.codegen import lower_program
 from .config import RunConfig
@@ -84,7 +84,7 @@ class CompiledProgram:
         return self.config.dist.world_size
 
     def _build(self, arg_types):
-        from ..frontend.parser import ProgramBuilder
+        from ..frontend.builder import ProgramBuilder
         b = ProgramBuilder(self.entry, world=self.world, platform=self.config.platform_profile,
                            arg_types=arg_types, self_ns=self.self_ns)
         return b.build()
@@ -94,12 +94,18 @@ class CompiledProgram:
         pl.dynamic dims this is the final specialisation and is cached."""
         key = ("annotations",)
         if key not in self._cache:
-            try:
-                self._cache[key] = self._build(None)
-            except UserError as e:
-                if e.code != "TC107":          # bare pl.Tensor: needs real arguments
-                    raise
+            # an entry with bare pl.Tensor parameters takes its shapes from the
+            # call's arguments: nothing can be checked before the first call
+            self._cache[key] = None if self._entry_has_bare_params() else self._build(None)
         return self
+
+    def _entry_has_bare_params(self) -> bool:
+        from ..language.typing import annotation_type
+        for name, ann in self.entry.fn.__annotations__.items():
+            t = annotation_type(ann) if name != "return" else None
+            if isinstance(t, TensorType) and t.shape is None:
+                return True
+        return False
 
     def _check_args(self, args):
         from ..frontend import source as source_mod

@@ -1,0 +1,144 @@
+"""Builds one specialisation of a program: the entry function, every function
+it reaches (specialised per argument types), the window buffers, and the
+verifier's verdict."""
+from __future__ import annotations
+
+import ast
+
+from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
+from ..ir import nodes as N
+from ..ir.types import (Dim, DynVar, TensorType, bind_shape)
+from ..language.typing import annotation_type
+from ..ops.check import describe
+from . import source as source_mod
+from .common import _err
+from .parser import FunctionParser
+
+
+class ProgramBuilder:
+    """Builds the IR of one specialisation of a program (entry + callees)."""
+
+    def __init__(self, entry, *, world: int, platform, arg_types=None, self_ns=None):
+        self.entry = entry
+        self.world = world
+        self.platform = platform
+        self.arg_types = arg_types
+        self.self_ns = self_ns
+        self.bindings: dict = {}
+        self.functions: dict = {}
+        self._by_key: dict = {}
+        self.buffers: list = []
+        self.buffer_names: dict = {}
+        self.spans: list = []
+        self.diags: list = []
+
+    # ---------------------------------------------------------------- driver
+    def build(self) -> N.ProgramIR:
+        fn_ir = self.specialise(self.entry, self.arg_types, call_span=None)
+        prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
+                           world=self.world, spans=self.spans)
+        if not self.diags:
+            from ..verify.rules import verify
+            self.diags.extend(verify(prog))
+        if self.diags:
+            first = self.diags[0]
+            first.diagnostics = list(self.diags)
+            raise first
+        return prog
+
+    def span_id(self, span) -> int:
+        self.spans.append(span)
+        return len(self.spans) - 1
+
+    def specialise(self, kfn, arg_types, call_span):
+        """Parse ``kfn`` for the given argument types (None: its annotations)."""
+        src = source_mod.load(kfn.fn)
+        params = self._param_types(kfn, src, arg_types, call_span)
+        key = (kfn.fn, tuple(p.type for p in params))
+        if key in self._by_key:
+            return self._by_key[key]
+        name = kfn.fn.__name__
+        if name in self.functions:
+            name = f"{name}_{len(self.functions)}"
+        fn_ir = N.FunctionIR(name=name, kind=kfn.kind, params=params, body=[],
+                             span=src.span(src.tree), py_name=kfn.fn.__qualname__)
+        self._by_key[key] = fn_ir
+        self.functions[name] = fn_ir
+        FunctionParser(self, kfn, src, fn_ir).parse()
+        return fn_ir
+
+    def _param_types(self, kfn, src, arg_types, call_span):
+        tree = src.tree
+        args = tree.args
+        pos = list(args.posonlyargs) + list(args.args)
+        if kfn.is_method:
+            if not pos or pos[0].arg != "self":
+                raise _err(ProgramSyntaxError, f"method {tree.name} of a @pl.program class must "
+                           f"take self as its first parameter", src.span(tree), "TC302")
+            pos = pos[1:]
+        if args.vararg or args.kwarg or args.kwonlyargs:
+            raise _err(ProgramSyntaxError, "program functions take plain positional parameters "
+                       "only (no *args, **kwargs or keyword-only parameters)",
+                       src.span(tree), "TC302")
+        params = []
+        for i, a in enumerate(pos):
+            span = src.span(a)
+            if a.annotation is None:
+                raise _err(ProgramSyntaxError, f"parameter '{a.arg}' needs a type annotation "
+                           f"such as pl.Tensor[[rows, cols], pl.FP32]", span, "TC302")
+            try:
+                # evaluated at def time unless annotations are postponed (strings)
+                ann = kfn.fn.__annotations__.get(a.arg, None)
+                if ann is None or isinstance(ann, str):
+                    ann = eval(compile(ast.Expression(a.annotation), src.file, "eval"),
+                               src.globals, dict(src.closure))
+            except Exception as e:  # an annotation is user code: report, don't crash
+                raise _err(ProgramTypeError, f"parameter '{a.arg}': invalid annotation ({e})",
+                           span, "TC106") from None
+            t = annotation_type(ann)
+            if t is None:
+                raise _err(ProgramTypeError, f"parameter '{a.arg}': {ann!r} is not a tilecomm "
+                           f"type annotation", span, "TC106",
+                           hint="use pl.Tensor[...], pl.Out[...], pl.Scalar[...] or "
+                                "pld.DistributedTensor[...]")
+            actual = arg_types[i] if arg_types is not None and i < len(arg_types) else None
+            t = self._specialise_param(t, actual, a.arg, span, kfn, call_span)
+            params.append(N.Param(a.arg, t, span))
+        if arg_types is not None and len(arg_types) != len(params):
+            raise _err(ProgramTypeError, f"{tree.name}() takes {len(params)} argument(s) "
+                       f"({', '.join(p.name for p in params)}); got {len(arg_types)}",
+                       call_span or src.span(tree), "TC103")
+        for i, p in enumerate(params):
+            if isinstance(p.type, TensorType):
+                params[i].type = p.type.with_(origin=("param", i))
+        return params
+
+    def _specialise_param(self, t, actual, name, span, kfn, call_span=None):
+        if isinstance(t, TensorType):
+            if t.shape is None:                       # bare pl.Tensor: from the argument
+                if not isinstance(actual, TensorType):
+                    # the annotation is valid; the argument at the call is what is wrong
+                    raise _err(ProgramTypeError, f"parameter '{name}' is a bare tensor annotation; "
+                               f"its shape must come from a tensor argument; got "
+                               f"{describe(actual)}", call_span or span, "TC107")
+                return t.with_(shape=actual.shape, dtype=t.dtype or actual.dtype)
+            if isinstance(actual, TensorType) and actual.shape is not None:
+                self._unify(t.shape, actual.shape, name, span)
+            return t.with_(shape=bind_shape(t.shape, self.bindings))
+        return t
+
+    def _unify(self, declared, actual, name, span):
+        """Bind pl.dynamic dims of ``declared`` from the concrete ``actual`` shape."""
+        if len(declared) != len(actual):
+            return                                    # reported by the call checks
+        for d, a in zip(declared, actual):
+            if isinstance(d, DynVar) and d not in self.bindings and isinstance(a, int):
+                self.bindings[d] = a
+        for d, a in zip(declared, actual):
+            if not isinstance(d, Dim):
+                continue         # static dims: checked by the argument rules (TC410 / TC208)
+            v = d.evaluate(self.bindings)
+            if isinstance(v, int) and isinstance(a, int) and v != a:
+                raise _err(ProgramValueError, f"parameter '{name}': dimension {d!r} is bound to "
+                           f"{v} but the argument has {a}", span, "TC208",
+                           hint="one pl.dynamic variable must have one value across parameters")

@@ -1,0 +1,236 @@
+"""Calls inside a program body: primitives (checked by their registry record's
+rule), program functions (specialised per argument types), and HOST dispatches
+with their ``device=`` forms."""
+from __future__ import annotations
+
+import ast
+import inspect
+
+from ..dtypes import DataType
+from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
+from ..ir import nodes as N
+from ..ir.types import (ANY, CommCtxType, NONE, PtrType,
+                        ScalarType, TensorType, TupleType, numel)
+from ..language import control
+from ..ops import pld_ops
+from ..ops.check import CallCheck, SkipCheck, const_value, describe
+from ..ops.registry import HOST, INCORE, KIND_NAMES, ORCH, OpStub
+from . import source as source_mod
+from .common import _err
+
+
+class CallParsing:
+    """Mixin of ``FunctionParser``: the call expressions."""
+
+    def e_call(self, node):
+        callee = self._value(node.func)
+        span = self.span(node)
+        if callee is None:
+            raise self.syntax(node, "only tilecomm operations and program functions can be "
+                              "called")
+        if isinstance(callee, OpStub):
+            return self._op(callee.record, node)
+        if isinstance(callee, control.SpecialForm):
+            raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
+                              if callee is not control.yield_ else
+                              "pl.yield_(...) must be assigned: out = pl.yield_(...)")
+        from ..language.jit import KernelFunction
+        if isinstance(callee, KernelFunction):
+            return self._func_call(callee, node)
+        if inspect.ismethod(callee) and isinstance(callee.__self__, DataType):
+            args = [const_value(self.expr(a)) for a in node.args]
+            return self._const(callee(*args), span)
+        if callee is range:
+            raise self.syntax(node, "range() can only be used as a for-loop iterator")
+        raise _err(ProgramSyntaxError, f"cannot call {getattr(callee, '__name__', callee)!r} "
+                   f"inside a program", span, "TC302",
+                   hint="programs call pl/pld operations and other program functions")
+
+    def _op(self, record, node):
+        span = self.span(node)
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.syntax(a, "*args in calls are not supported")
+        args = [self.expr(a) for a in node.args]
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.syntax(k, "**kwargs in calls are not supported")
+            kwargs[k.arg] = self.expr(k.value)
+        try:
+            bound = record.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise _err(ProgramTypeError, f"{record.name}(): {e}", span, "TC103",
+                       hint=f"signature: {record.name}{record.signature}") from None
+        explicit = set(bound.arguments)
+        bound.apply_defaults()
+        full = {}
+        for k, v in bound.arguments.items():
+            full[k] = v if isinstance(v, N.Expr) else self._const(v, span)
+        return self._op_call(record, full, node, explicit)
+
+    def _op_call(self, record, args, node, explicit=None):
+        span = self.span(node)
+        if self.kind not in record.contexts:
+            allowed = " or ".join(KIND_NAMES[k] for k in (HOST, ORCH, INCORE)
+                                  if k in record.contexts)
+            raise _err(ProgramSyntaxError, f"{record.name}() can only be called in {allowed}; "
+                       f"here it is used in {KIND_NAMES[self.kind]}", span, "TC301",
+                       hint=_context_hint(record, self.kind))
+        extra = {}
+        if record is pld_ops.alloc_window_buffer.record:
+            lhs, self._alloc_target = self._alloc_target, None
+            if lhs is None:
+                raise _err(ProgramSyntaxError, "pld.tensor.alloc_window_buffer must appear as the "
+                           "RHS of a simple assignment (its result must be bound to a named "
+                           "variable)", span, "TC303", hint="write: buf = pld.alloc_window_buffer(...)")
+            extra["lhs"] = lhs
+        try:
+            c = CallCheck(record, args, span, self.kind, self.b.platform, self.b.world, extra,
+                          explicit)
+            t = record.rule(c)
+        except SkipCheck:
+            t = ANY
+        if record is pld_ops.alloc_window_buffer.record and t is not ANY:
+            t = self._declare_buffer(extra, span)
+        return N.Call(t, span, record, args, extra)
+
+    def _declare_buffer(self, extra, span):
+        name = extra["lhs"]
+        if name in self.b.buffer_names:
+            prev = self.b.buffer_names[name]
+            raise _err(ProgramSyntaxError, f"window buffer name '{name}' is already declared in "
+                       f"this program (at {prev.span})", span, "TC305",
+                       hint="give every alloc_window_buffer its own variable name")
+        buf = N.BufferRecord(name=name, id=len(self.b.buffers), span=span,
+                             devices=frozenset(), nbytes=extra.get("nbytes"))
+        self.b.buffers.append(buf)
+        self.b.buffer_names[name] = buf
+        extra["buffer"] = buf
+        return PtrType(buffer=buf)
+
+    def _func_call(self, callee, node):
+        span = self.span(node)
+        kw = {k.arg: k.value for k in node.keywords}
+        device_node = kw.pop("device", None)
+        if device_node is not None and not (self.kind == HOST and callee.kind in (ORCH, HOST)):
+            # the keyword itself is the mistake here, so point at "device=", not its value
+            device_kw = next(k for k in node.keywords if k.arg == "device")
+            raise _err(ProgramTypeError, f"device= is only accepted when a HOST orchestrator "
+                       f"dispatches a chip orchestration function (@pl.jit); "
+                       f"{callee.fn.__name__} is {KIND_NAMES[callee.kind]}"
+                       + ("" if self.kind == HOST else f" and the caller is {KIND_NAMES[self.kind]}"),
+                       self.span(device_kw), "TC308", hint="allowed keywords here: none")
+        if self.kind == HOST and callee.kind == INCORE:
+            raise _err(ProgramSyntaxError, f"a HOST orchestrator cannot call the InCore kernel "
+                       f"{callee.fn.__name__} directly", span, "TC301",
+                       hint="dispatch a @pl.jit chip function with device=r that calls the kernel")
+        if self.kind == ORCH and callee.kind != INCORE or self.kind == INCORE or \
+                self.kind == HOST and callee.kind == HOST:
+            raise _err(ProgramSyntaxError, f"{KIND_NAMES[self.kind]} cannot call "
+                       f"{KIND_NAMES[callee.kind]} ({callee.fn.__name__})", span, "TC301",
+                       hint="HOST dispatches @pl.jit chip functions; those call @pl.jit.incore "
+                            "kernels")
+        args = [self.expr(a) for a in node.args]
+        if kw:
+            src = source_mod.load(callee.fn)
+            pnames = [a.arg for a in src.tree.args.args][(1 if callee.is_method else 0):]
+            for k, v in kw.items():
+                if k not in pnames:
+                    raise _err(ProgramTypeError, f"{callee.fn.__name__}() got an unexpected "
+                               f"keyword argument '{k}'", self.span(v), "TC103")
+            for name in pnames[len(args):]:
+                if name not in kw:
+                    raise _err(ProgramTypeError, f"{callee.fn.__name__}() missing argument "
+                               f"'{name}'", span, "TC103")
+                args.append(self.expr(kw[name]))
+        fn_ir = self.b.specialise(callee, [a.type for a in args], span)
+        self._check_args(fn_ir, args, span)
+        devices, device = None, None
+        if self.kind == HOST:
+            devices = self._device_set(device_node) if device_node is not None \
+                else frozenset(range(self.b.world))
+            device = self.expr(device_node) if device_node is not None else None
+            for a in args:
+                if isinstance(a.type, TensorType) and a.type.dist and \
+                        isinstance(a.type.origin, N.BufferRecord):
+                    buf = a.type.origin
+                    buf.passed += 1
+                    buf.devices = buf.devices | devices
+        rt = self._call_result(fn_ir, args)
+        return N.FuncCall(rt, span, fn_ir, args, device, devices)
+
+    def _check_args(self, fn_ir, args, span):
+        for p, a in zip(fn_ir.params, args):
+            pt, at = p.type, a.type
+            if at is ANY:
+                continue
+            fname = fn_ir.py_name
+            if isinstance(pt, TensorType):
+                if not isinstance(at, TensorType) or at.dist != pt.dist:
+                    want = "a DistributedTensor (window view)" if pt.dist else "a plain Tensor"
+                    raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects {want}; "
+                               f"got {describe(at)}", a.span, "TC104")
+                if pt.dtype is not None and at.dtype is not pt.dtype:
+                    raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects dtype "
+                               f"{pt.dtype.name}; got {at.dtype.name}", a.span, "TC204")
+                n1, n2 = numel(pt.shape), numel(at.shape)
+                if n1 is not None and n2 is not None and n1 != n2:
+                    raise _err(ProgramValueError, f"parameter '{p.name}' of {fname} expects shape "
+                               f"{list(pt.shape)}; got {describe(at)}", a.span, "TC208")
+            elif isinstance(pt, ScalarType):
+                if not isinstance(at, ScalarType):
+                    raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects a "
+                               f"scalar; got {describe(at)}", a.span, "TC104")
+            elif isinstance(pt, CommCtxType) and not isinstance(at, CommCtxType):
+                raise _err(ProgramTypeError, f"parameter '{p.name}' of {fname} expects a "
+                           f"CommCtx; got {describe(at)}", a.span, "TC104")
+
+    def _call_result(self, fn_ir, args):
+        rp = fn_ir.returns_param
+        if isinstance(rp, tuple):
+            return TupleType(tuple(args[i].type if i is not None else ANY for i in rp))
+        if isinstance(rp, int):
+            return args[rp].type
+        return fn_ir.ret_type or NONE
+
+    def _device_set(self, node):
+        """Devices a ``device=`` expression covers (forms of the reference, §1.2)."""
+        world = self.b.world
+        span = self.span(node)
+        e = self.expr(node)
+        v = const_value(e)
+        if isinstance(v, int) and not isinstance(v, bool):
+            if not 0 <= v < world:
+                raise _err(ProgramValueError, f"device={v} is out of range: the run has {world} "
+                           f"rank(s) (device_ids has {world} entries)", span, "TC212",
+                           hint="device= is a logical rank index in [0, len(device_ids))")
+            return frozenset([v])
+        if isinstance(e, N.Var) and e.name in self.loops:
+            start, stop, step, over_world = self.loops[e.name]
+            if const_value(step) != 1:
+                raise _err(ProgramValueError, "device=r loop must have step 1", span, "TC211")
+            if over_world and const_value(start) == 0:
+                return frozenset(range(world))
+            a, b = const_value(start), const_value(stop)
+            if not (isinstance(a, int) and isinstance(b, int)):
+                raise _err(ProgramValueError, "device=r loop bound must be a constant or "
+                           "pld.world_size()", span, "TC211")
+            if not 0 <= a <= b <= world:
+                raise _err(ProgramValueError, f"device=r loop covers ranks {a}..{b - 1}, outside "
+                           f"the run's {world} rank(s)", span, "TC212")
+            return frozenset(range(a, b))
+        raise _err(ProgramValueError, "device= expression must be an integer constant or the "
+                   f"induction variable of an enclosing pl.range loop; got '{ast.unparse(node)}'",
+                   span, "TC211",
+                   hint="write: for r in pl.range(pld.world_size()): chip(..., device=r)")
+
+
+def _context_hint(record, kind):
+    if record.name == "pld.system.world_size":
+        return "pass the rank count or derive it in the kernel with pld.nranks(pld.get_comm_ctx(w))"
+    if kind == HOST:
+        return "move this into a @pl.jit.incore kernel dispatched through a @pl.jit function"
+    if kind == ORCH:
+        return "chip orchestration only sequences kernel calls; move tile work into a kernel"
+    return None
