@@ -151,34 +151,30 @@ class RankContext(KernelOps):
         write_region(dst, data, int(atomic))
 
     # -------------------------------------------------------------- put / get
+    def _transfer(self, op, window, peer, local, dst_offsets, src_offsets, shape, pushing):
+        """(dst, src) arrays of a put (pushing) or get; whole tensors or matching
+        sub-regions, all bounds-checked."""
+        p = self._peer(window, peer, op)
+        remote = self.transport.peer_array(window, p)
+        dst, src = (remote, local) if pushing else (local, remote)
+        if shape is None:
+            if dst.shape != src.shape:
+                raise fault(f"{op}: src shape {src.shape} differs from dst shape {dst.shape}",
+                            code="TC503")
+            return dst, src
+        return (region(dst, dst_offsets, shape, f"{op} dst region"),
+                region(src, src_offsets, shape, f"{op} src region"))
+
+    # chunk_rows/chunk_cols/pipeline size a hardware staging tile; on the CPU
+    # one copy of the whole region moves the same bytes, faster
     def put(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, atomic=0,
             chunk_rows=0, chunk_cols=0, pipeline=False):
-        p = self._peer(dst, peer, "pld.tensor.put")
-        remote = self.transport.peer_array(dst, p)
-        local = arr(src)
-        if shape is None:
-            if remote.shape != local.shape:
-                raise fault(f"pld.tensor.put: src shape {local.shape} differs from dst shape "
-                            f"{remote.shape}", code="TC503")
-            d, s = remote, local
-        else:
-            d = region(remote, dst_offsets, shape, "pld.tensor.put dst region")
-            s = region(local, src_offsets, shape, "pld.tensor.put src region")
-        # chunk_rows/chunk_cols size a hardware staging tile; on the CPU one
-        # copy of the whole region gives the same bytes, faster
+        d, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets, src_offsets,
+                              shape, True)
         write_region(d, s, int(atomic))
 
     def get(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, chunk_rows=0,
             chunk_cols=0, pipeline=False):
-        p = self._peer(src, peer, "pld.tensor.get")
-        remote = self.transport.peer_array(src, p)
-        local = arr(dst)
-        if shape is None:
-            if remote.shape != local.shape:
-                raise fault(f"pld.tensor.get: src shape {remote.shape} differs from dst shape "
-                            f"{local.shape}", code="TC503")
-            d, s = local, remote
-        else:
-            d = region(local, dst_offsets, shape, "pld.tensor.get dst region")
-            s = region(remote, src_offsets, shape, "pld.tensor.get src region")
+        d, s = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets, src_offsets,
+                              shape, False)
         np.copyto(d, s)
