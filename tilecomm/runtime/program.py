@@ -129,6 +129,12 @@ class CompiledProgram:
             exe = self._cache[key] = Executable(prog, lowered, self.config)
         return exe
 
+    def lowered(self, *args):
+        """The lowered Python of this program for these arguments: ``.source``,
+        ``.filename`` (kept on disk for stepping through) and ``.linemap``
+        (generated line -> user span)."""
+        return self.specialise(args).lowered
+
     def _check_entry_shapes(self, prog, types, names):
         for p, t, n in zip(prog.entry.params, types, names):
             pt = p.type
