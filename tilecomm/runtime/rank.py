@@ -55,54 +55,60 @@ class RankContext(KernelOps):
                                hint="peer is a rank index within the window's comm domain")
         return p
 
-    @staticmethod
-    def _cell_offset(view: WindowView, offsets, what):
-        """Byte offset of one signal cell, bounds-checked (the hot path of
-        notify/wait: plain integer arithmetic, no numpy)."""
+    # -------------------------------------------------------------- signals
+    # A kernel touches few distinct cells, usually in a loop: each view caches
+    # (address, receiver's sleepers count) per (peer, offsets) after the first
+    # bounds-checked lookup, so a notify or an already-satisfied wait costs one
+    # dict lookup and one native call.
+    def notify(self, target, peer, offsets, value, op):
+        cell = target.cells.get((peer, offsets))
+        if cell is None:
+            cell = self._cell(target, peer, offsets, "pld.system.notify")
+        # seq_cst store/add; the sleepers count decides whether a futex wake
+        # (a syscall) is needed at all
+        native.notify_i32(cell[0], op, value, cell[1])
+
+    def wait(self, signal, offsets, expected, cmp, _loc=-1):
+        cell = signal.cells.get((signal.rank, offsets))
+        if cell is None:
+            cell = self._cell(signal, signal.rank, offsets, "pld.system.wait")
+        # spin, then yield, without publishing anything: the common case
+        if native.wait_i32(cell[0], cmp, expected, self._sleepers, 200_000, self.spin)[0]:
+            return
+        flat = int(np.ravel_multi_index(tuple(int(o) for o in offsets), signal.shape))
+        self._block_on(cell[0], int(cmp), int(expected), signal.buffer.id, flat, _loc, -1,
+                       signal.shape[-1], len(signal.shape))
+
+    def _cell(self, view: WindowView, peer, offsets, op):
+        p = self._peer(view, peer, op)
         shape = view.shape
         if len(offsets) != len(shape):
-            raise fault(f"{what}: {len(offsets)} offsets for a rank-{len(shape)} window",
+            raise fault(f"{op} cell: {len(offsets)} offsets for a rank-{len(shape)} window",
                         code="TC503")
         off = 0
         for i, (o, d, s) in enumerate(zip(offsets, shape, view.strides)):
             if not 0 <= o < d:
-                raise fault(f"{what}: index {o} is out of bounds for dimension {i} of size {d}")
-            off += o * s
-        return off
-
-    # -------------------------------------------------------------- signals
-    def notify(self, target, peer, offsets, value, op):
-        p = peer if type(peer) is int else int(peer)
-        if not 0 <= p < target.nranks:
-            self._peer(target, p, "pld.system.notify")
-        base = target.addrs[p] or self._member_addr(target, p)
-        addr = base + self._cell_offset(target, offsets, "pld.system.notify cell")
-        # seq_cst store/add; the receiver's sleepers count decides whether a
-        # futex wake (a syscall) is needed at all
-        native.notify_i32(addr, op, value, self._sleepers_of[target.buffer.devices[p]])
+                raise fault(f"{op} cell: index {o} is out of bounds for dimension {i} of size "
+                            f"{d}")
+            off += int(o) * s
+        base = view.addrs[p] or self._member_addr(view, p)
+        cell = (base + off, self._sleepers_of[view.buffer.devices[p]])
+        view.cells[(peer, offsets)] = cell
+        return cell
 
     def _member_addr(self, view, p):
         view.addrs[p] = address(self.transport.peer_array(view, p))
         return view.addrs[p]
 
-    def wait(self, signal, offsets, expected, cmp, _loc=-1):
-        addr = signal.addrs[signal.rank] + self._cell_offset(signal, offsets,
-                                                             "pld.system.wait cell")
-        if native.wait_i32(addr, cmp, expected, self._sleepers, 0, 0)[0]:
-            return                                   # already satisfied: no bookkeeping
-        flat = int(np.ravel_multi_index(tuple(int(o) for o in offsets), signal.shape))
-        self._block_on(addr, int(cmp), int(expected), signal.buffer.id, flat, _loc, -1,
-                       signal.shape[-1], len(signal.shape))
-
     def wait_dispatch(self, rank: int, seq: int):
         """Wait until ``rank`` has completed its dispatch number ``seq``."""
-        self._block_on(self.control.done_seq_addr(rank), 1, seq, C.DEP_WAIT, seq, -1, rank, 1, 1)
+        addr = self.control.done_seq_addr(rank)
+        if not native.wait_i32(addr, 1, seq, self._sleepers, 200_000, self.spin)[0]:
+            self._block_on(addr, 1, seq, C.DEP_WAIT, seq, -1, rank, 1, 1)
 
     def _block_on(self, addr, cmp, expected, buf_id, index, loc, peer, cols, ndim):
-        # fast path: spin/yield briefly without publishing anything
-        ok, _ = native.wait_i32(addr, cmp, expected, self._sleepers, 200_000, self.spin)
-        if ok:
-            return
+        """Slow path of a wait: publish what this rank waits for (the deadlock
+        detector reads it), then sleep in slices, re-checking abort/timeout."""
         ctl, d = self.control, self.device
         for slot, v in ((C.W_BUF, buf_id), (C.W_INDEX, index), (C.W_CMP, cmp),
                         (C.W_EXPECTED, expected), (C.W_LOC, loc), (C.W_PEER, peer),

@@ -42,7 +42,8 @@ class WindowView:
     """A DistributedTensor inside a rank: this rank's copy (``local``) plus what
     is needed to reach the same bytes in a peer's copy."""
 
-    __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "addrs")
+    __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "addrs",
+                 "cells")
 
     def __init__(self, buffer: WindowBuffer, shape, dtype, local: np.ndarray, rank: int):
         self.buffer = buffer
@@ -56,6 +57,7 @@ class WindowView:
         # then cost a few integer operations instead of an ndarray lookup
         self.addrs = [0] * self.nranks
         self.addrs[rank] = address(local)
+        self.cells: dict = {}      # (peer, offsets) -> (cell address, sleepers address)
 
     def __repr__(self):
         return f"<window '{self.buffer.name}' {list(self.shape)} rank {self.rank}/{self.nranks}>"
