@@ -93,8 +93,14 @@ class ProgramBuilder:
                     ann = eval(compile(ast.Expression(a.annotation), src.file, "eval"),
                                src.globals, dict(src.closure))
             except Exception as e:  # an annotation is user code: report, don't crash
+                hint = None
+                if isinstance(e, NameError) and isinstance(
+                        kfn.fn.__annotations__.get(a.arg), str):
+                    hint = ("with 'from __future__ import annotations', a name used only in an "
+                            "annotation of a nested function is not visible to it; define it at "
+                            "module level or remove that import")
                 raise _err(ProgramTypeError, f"parameter '{a.arg}': invalid annotation ({e})",
-                           span, "TC106") from None
+                           span, "TC106", hint) from None
             t = annotation_type(ann)
             if t is None:
                 raise _err(ProgramTypeError, f"parameter '{a.arg}': {ann!r} is not a tilecomm "
