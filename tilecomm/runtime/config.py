@@ -5,7 +5,7 @@ runtimes with different settings can live in one process."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 
@@ -73,8 +73,8 @@ class RunConfig:
     distributed_config which devices run the program.
     deadlock_timeout_s quiescence must persist this long before a deadlock is
                        reported (the report itself comes within ~2 s).
-    wait_timeout_s     a wait that is still blocked after this long while other
-                       ranks keep running is reported as a hang (0 = never).
+    wait_timeout_s     a single wait still blocked after this long fails its rank
+                       (0 = never; deadlocks are reported without it).
     spin_iters         busy-poll iterations before a wait yields, then sleeps.
     cache_dir          where lowered Python sources are kept for stepping through.
     """
@@ -85,7 +85,6 @@ class RunConfig:
     wait_timeout_s: float = 0.0
     spin_iters: int = 2000
     cache_dir: str | None = None
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
         if self.platform not in PLATFORMS:
