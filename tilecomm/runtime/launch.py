@@ -133,17 +133,23 @@ def _attach_host_span(e, executable):
 
 
 def _share_arguments(call, args):
-    """Copy tensor arguments into shared segments; results are copied back."""
-    vals, copies = [], []
+    """Copy tensor arguments into shared segments; results are copied back.
+    The same array passed twice is shared once, so the ranks see one tensor."""
+    vals, copies, seen = [], [], {}
     for a in args:
         arr = to_numpy(a)
         if arr is None:
             vals.append(a)
             continue
+        key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
+        if key in seen:
+            vals.append(seen[key])
+            continue
         seg = call.new_segment(max(arr.nbytes, 1))
         shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
         np.copyto(shared.array, arr)
         vals.append(shared)
+        seen[key] = shared
         copies.append((arr, shared))
     return vals, copies
 
