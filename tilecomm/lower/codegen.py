@@ -53,7 +53,8 @@ class FunctionEmitter:
         self.emit(f'"""{self.fn.kind} function {self.fn.py_name}, lowered from '
                   f'{self.fn.span}"""', 1, self.fn.span)
         self.block(self.fn.body, 1)
-        self.emit("return None", 1, self.fn.span)
+        if not (self.fn.body and isinstance(self.fn.body[-1], N.Return)):
+            self.emit("return None", 1, self.fn.span)
 
     def block(self, stmts, ind):
         if not stmts:
