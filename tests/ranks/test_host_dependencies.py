@@ -1,0 +1,79 @@
+"""Host tensors order dispatches across ranks: a dispatch reading a host tensor
+another rank writes waits for that write (windows carry no such edge)."""
+import numpy as np
+import pytest
+
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+from tilecomm.runtime.host import HostRuntime
+from conftest import WORLD_SIZES, config_for
+
+N = 8
+NR = pl.dynamic("NR")
+SLOW = 3000          # iterations per rank index: rank r+1 produces long after rank r
+
+
+@pl.jit.incore
+def produce(x: pl.Tensor[[1, N], pl.FP32], tmp: pl.Out[pl.Tensor[[1, N], pl.FP32]],
+            w: pld.DistributedTensor[[1, N], pl.FP32],
+            steps: pl.Scalar[pl.INT32]) -> pl.Tensor[[1, N], pl.FP32]:
+    acc = pl.load(x, [0, 0], [1, N])
+    for i, (a,) in pl.range(steps, init_values=(acc,)):
+        out = pl.yield_(pl.add(a, 1.0))
+    tmp = pl.store(out, [0, 0], tmp)
+    return tmp
+
+
+@pl.jit.incore
+def consume(tmp: pl.Tensor[[1, N], pl.FP32], y: pl.Out[pl.Tensor[[1, N], pl.FP32]],
+            w: pld.DistributedTensor[[1, N], pl.FP32]) -> pl.Tensor[[1, N], pl.FP32]:
+    y = pl.store(pl.mul(pl.load(tmp, [0, 0], [1, N]), 2.0), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_produce(x: pl.Tensor[[1, N], pl.FP32], tmp: pl.Out[pl.Tensor[[1, N], pl.FP32]],
+                 w: pld.DistributedTensor[[1, N], pl.FP32], steps: pl.Scalar[pl.INT32]):
+    return produce(x, tmp, w, steps)
+
+
+@pl.jit
+def chip_consume(tmp: pl.Tensor[[1, N], pl.FP32], y: pl.Out[pl.Tensor[[1, N], pl.FP32]],
+                 w: pld.DistributedTensor[[1, N], pl.FP32]):
+    return consume(tmp, y, w)
+
+
+@pl.jit.host
+def main(xs: pl.Tensor[[NR, 1, N], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, N], pl.FP32]]):
+    wb = pld.alloc_window_buffer([1, N], dtype=pl.FP32)
+    tmp = pl.create_tensor([NR, 1, N], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        chip_produce(xs[r], tmp[r], pld.window(wb, [1, N], dtype=pl.FP32), r * SLOW, device=r)
+    for r in pl.range(pld.world_size()):
+        # rank r consumes what rank r+1 produced
+        chip_consume(tmp[(r + 1) % pld.world_size()], ys[r],
+                     pld.window(wb, [1, N], dtype=pl.FP32), device=r)
+    return ys
+
+
+def _expected(xs):
+    n = xs.shape[0]
+    produced = xs + (np.arange(n, dtype=np.float32) * SLOW)[:, None, None]
+    return np.roll(produced, -1, axis=0) * 2
+
+
+@pytest.mark.parametrize("n", WORLD_SIZES)
+def test_consumer_waits_for_the_producing_rank(n):
+    xs = np.random.default_rng(n).integers(-4, 4, size=(n, 1, N)).astype(np.float32)
+    ys = np.full_like(xs, np.nan)
+    main(xs, ys, config=config_for(n))
+    np.testing.assert_array_equal(ys, _expected(xs))
+
+
+def test_without_the_dependency_the_consumer_races(monkeypatch):
+    """The ordering above is the runtime's doing: drop the edge and it breaks."""
+    monkeypatch.setattr(HostRuntime, "_track", lambda *a, **k: None)
+    xs = np.ones((2, 1, N), np.float32)
+    ys = np.full_like(xs, np.nan)
+    main(xs, ys, config=config_for(2))
+    assert not np.array_equal(ys, _expected(xs))
