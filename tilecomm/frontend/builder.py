@@ -36,7 +36,7 @@ class ProgramBuilder:
     def build(self) -> N.ProgramIR:
         fn_ir = self.specialise(self.entry, self.arg_types, call_span=None)
         prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
-                           world=self.world, spans=self.spans)
+                           world=self.world, spans=self.spans, platform=self.platform)
         if not self.diags:
             from ..verify.rules import verify
             self.diags.extend(verify(prog))

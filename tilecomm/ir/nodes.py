@@ -192,3 +192,4 @@ class ProgramIR:
     buffers: list
     world: int
     spans: list = field(default_factory=list)   # span table, indexed by span id
+    platform: Any = None                         # runtime.config.Platform checked against

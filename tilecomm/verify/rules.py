@@ -8,6 +8,8 @@ dtypes, chunk arguments) live with their op records and run in the front end.
 from __future__ import annotations
 
 from ..errors import ProgramValueError
+from ..ir.types import ScalarType, TensorType
+from ..ops.registry import ORCH
 
 
 def rule_window_buffer_has_view(prog):
@@ -31,7 +33,28 @@ def rule_window_view_reaches_dispatch(prog):
                 hint="pass the pld.window(...) view to a @pl.jit function dispatched with device=")
 
 
-RULES = [rule_window_buffer_has_view, rule_window_view_reaches_dispatch]
+def rule_tensors_before_scalars(prog):
+    """On a chip profile the runtime packs a dispatch's task arguments tensors
+    first; a tensor after a scalar compiles upstream but fails when launched."""
+    platform = prog.platform
+    if platform is None or platform.name == "cpu":
+        return
+    for fn in prog.functions.values():
+        if fn.kind != ORCH:
+            continue
+        scalar = next((p for p in fn.params if isinstance(p.type, ScalarType)), None)
+        late = scalar and next((p for p in fn.params[fn.params.index(scalar):]
+                                if isinstance(p.type, TensorType)), None)
+        if late:
+            yield ProgramValueError(
+                f"parameter '{late.name}' of {fn.py_name} is a tensor after the scalar parameter "
+                f"'{scalar.name}'; on the {platform.name} platform a dispatch lists its tensors "
+                f"first", code="TC215", span=late.span,
+                hint="move scalar parameters after every tensor parameter")
+
+
+RULES = [rule_window_buffer_has_view, rule_window_view_reaches_dispatch,
+         rule_tensors_before_scalars]
 
 
 def verify(prog) -> list:
