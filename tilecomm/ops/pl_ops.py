@@ -80,7 +80,7 @@ def _store(c):
     return out
 
 
-@op("pl.read", where=ANYWHERE, effects={"read"}, impl="read")
+@op("pl.read", where=(ORCH, INCORE), effects={"read"}, impl="read")
 def read(src, offset):
     """Read one element of a tensor (a window's local copy) or tile as a scalar."""
 
@@ -95,7 +95,7 @@ def _read(c):
     return ScalarType(t.dtype)
 
 
-@op("pl.write", where=ANYWHERE, effects={"write"}, impl="write")
+@op("pl.write", where=(ORCH, INCORE), effects={"write"}, impl="write")
 def write(dst, offset, value):
     """Write one scalar element of a tensor (a window's local copy) or tile."""
 
