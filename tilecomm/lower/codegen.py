@@ -192,6 +192,23 @@ def literal(v) -> str:
     raise InternalError(f"cannot emit a literal for {v!r}")
 
 
+_KEEP_SOURCES = 500
+
+
+def _prune(folder: str) -> None:
+    """Keep the newest lowered sources only: the cache is for stepping through
+    recent programs, not an archive."""
+    names = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py")]
+    if len(names) <= _KEEP_SOURCES:
+        return
+    names.sort(key=lambda n: os.stat(n).st_mtime)
+    for n in names[:len(names) - _KEEP_SOURCES]:
+        try:
+            os.unlink(n)
+        except OSError:
+            pass
+
+
 class Lowered:
     """The lowered program: source text, compiled namespace, and line map."""
 
@@ -225,6 +242,7 @@ def lower_program(prog: N.ProgramIR, cache_dir: str) -> Lowered:
             with open(tmp, "w") as f:
                 f.write(source)
             os.replace(tmp, filename)
+            _prune(os.path.dirname(filename))
     except OSError:
         filename = f"<tilecomm:{prog.entry.name}_{digest}>"   # read-only cache: keep in memory
     namespace: dict = {}
