@@ -151,12 +151,15 @@ class CallParsing:
             devices = self._device_set(device_node) if device_node is not None \
                 else frozenset(range(self.b.world))
             device = self.expr(device_node) if device_node is not None else None
-            for a in args:
+            for j, a in enumerate(args):
                 if isinstance(a.type, TensorType) and a.type.dist and \
                         isinstance(a.type.origin, N.BufferRecord):
                     buf = a.type.origin
                     buf.passed += 1
                     buf.devices = buf.devices | devices
+                    if j in fn_ir.notifies:
+                        for d in devices:
+                            buf.notifiers.setdefault(d, set()).add(fn_ir.py_name)
         rt = self._call_result(fn_ir, args)
         return N.FuncCall(rt, span, fn_ir, args, device, devices)
 

@@ -15,6 +15,7 @@ import enum
 from ..dtypes import BOOL, DataType, FP32, INDEX
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError, UserError
 from ..ir import nodes as N
+from ..ir import walk
 from ..ir.types import (ANY, Dim, DTypeType, EnumType, NONE, ScalarType, TensorType, TileType, TupleType, Type, is_static,
                         numel)
 from ..language import control
@@ -60,6 +61,7 @@ class FunctionParser(CallParsing):
             body = body[1:]                          # docstring
         self.fn.body = self.block(body)
         self._finish_returns()
+        self.fn.notifies = _notified_params(self.fn)
 
     def block(self, stmts) -> list:
         out = []
@@ -519,6 +521,26 @@ def _scalar_result(l, r, op):
     if isinstance(l, N.Const) and rt is not None:
         return ScalarType(rt)
     return ScalarType(lt or rt)
+
+
+def _notified_params(fn) -> frozenset:
+    """Parameters whose cells ``fn`` may notify, directly or through callees;
+    the deadlock report uses it to say who could still release a wait."""
+    out = set()
+    for e in walk.exprs(fn.body):
+        if isinstance(e, N.Call) and e.record is pld_ops.notify.record:
+            i = walk.param_index(e.args.get("target"))
+        elif isinstance(e, N.FuncCall):
+            for j in e.func.notifies:
+                i = walk.param_index(e.args[j]) if j < len(e.args) else None
+                if i is not None:
+                    out.add(i)
+            continue
+        else:
+            continue
+        if i is not None:
+            out.add(i)
+    return frozenset(out)
 
 
 def _assigned_names(s) -> list:

@@ -170,6 +170,7 @@ class FunctionIR:
     ret_type: Type | None = None
     py_name: str = ""
     returns_param: Any = None   # index (or tuple of indices) of the returned parameter(s)
+    notifies: frozenset = frozenset()   # parameters whose cells this function may notify
 
 
 @dataclass(eq=False)
@@ -183,6 +184,7 @@ class BufferRecord:
     nbytes: Any = None          # static byte size when known
     views: int = 0
     passed: int = 0
+    notifiers: dict = field(default_factory=dict)   # device -> names of functions notifying it
 
 
 @dataclass(eq=False)

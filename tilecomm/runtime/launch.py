@@ -255,8 +255,9 @@ def _wait_info(call, control, rank):
         return None
     value = native.load_i32(seg.addr + 4 * index)
     sat = value == expected if cmp == 0 else value >= expected
+    rec = exe.prog.buffers[buf_id]
     info.update(kind="signal", buffer=buf.name, index=index, value=value, satisfied=sat,
-                writers=list(buf.devices))
+                notifiers={d: sorted(f) for d, f in sorted(rec.notifiers.items())})
     return info
 
 
@@ -272,7 +273,6 @@ def _deadlock_text(call, blocked):
                          f"dependency")
             continue
         op = "==" if b["cmp"] == "Eq" else ">="
-        alive = [w for w in b["writers"] if w not in finished]
         func = f" in {b['function']}" if b["function"] else ""
         if b["dispatch"] and b["dispatch"] != b["function"]:
             func += f" (dispatched as {b['dispatch']})"
@@ -280,8 +280,14 @@ def _deadlock_text(call, blocked):
         lines.append(f"  rank {b['rank']}: pld.system.wait{where}{func}")
         lines.append(f"      cell {b['buffer']}[{cell}] = {b['value']} on rank {b['rank']}, "
                      f"waiting for {op} {b['expected']} (WaitCmp.{b['cmp']})")
-        lines.append(f"      ranks that could still notify it: {alive or 'none'} "
-                     f"(all blocked or finished)")
+        if b["notifiers"]:
+            who = ", ".join(f"rank {d} ({', '.join(fs)}, "
+                            f"{'finished' if d in finished else 'blocked'})"
+                            for d, fs in b["notifiers"].items())
+            lines.append(f"      notifies into {b['buffer']!r} come from: {who}")
+        else:
+            lines.append(f"      no dispatch of this program notifies window '{b['buffer']}': "
+                         f"nothing can ever release this wait")
     lines.append("  hint: every rank's notify must come before its wait, values must reach the "
                  "expected threshold, and hand-rolled signals are not self-clearing")
     return "\n".join(lines)

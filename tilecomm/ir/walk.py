@@ -1,0 +1,54 @@
+"""Generic traversal of IR statements and expressions."""
+from __future__ import annotations
+
+from . import nodes as N
+
+
+def exprs(node):
+    """Every expression inside ``node`` (a statement, expression or list), depth first."""
+    if isinstance(node, list):
+        for n in node:
+            yield from exprs(n)
+        return
+    if isinstance(node, N.Expr):
+        yield node
+    children = []
+    if isinstance(node, N.Call):
+        children = list(node.args.values())
+    elif isinstance(node, N.FuncCall):
+        children = list(node.args) + ([node.device] if node.device is not None else [])
+    elif isinstance(node, N.BinOp) or isinstance(node, N.Compare):
+        children = [node.left, node.right]
+    elif isinstance(node, N.UnaryOp):
+        children = [node.operand]
+    elif isinstance(node, (N.BoolOp,)):
+        children = node.values
+    elif isinstance(node, (N.ListExpr, N.TupleExpr)):
+        children = node.items
+    elif isinstance(node, N.Index):
+        children = [node.value] + node.items
+    elif isinstance(node, N.SliceExpr):
+        children = [c for c in (node.start, node.stop) if c is not None]
+    elif isinstance(node, (N.Assign, N.ExprStmt)):
+        children = [node.value if isinstance(node, N.Assign) else node.expr]
+    elif isinstance(node, N.StoreIndex):
+        children = [node.target, node.value]
+    elif isinstance(node, N.For):
+        children = [node.start, node.stop, node.step] + node.init + node.body
+    elif isinstance(node, N.Yield):
+        children = node.values
+    elif isinstance(node, N.If):
+        children = [node.cond] + node.body + node.orelse
+    elif isinstance(node, N.Return):
+        children = [node.value] if node.value is not None else []
+    for c in children:
+        yield from exprs(c)
+
+
+def param_index(expr):
+    """The parameter index a tensor expression aliases, or None."""
+    t = getattr(expr, "type", None)
+    origin = getattr(t, "origin", None)
+    if isinstance(origin, tuple) and origin and origin[0] == "param":
+        return origin[1]
+    return None
