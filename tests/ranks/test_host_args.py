@@ -122,7 +122,7 @@ def no_workers(monkeypatch):
     """Fail loudly if a call gets as far as starting rank processes."""
     def refuse(self, *a, **k):
         raise AssertionError("rank processes were started for an invalid call")
-    monkeypatch.setattr(launch_mod.Call, "start_workers", refuse)
+    monkeypatch.setattr(launch_mod.Ranks, "start", refuse)
 
 
 def _bad_args(case, n):

@@ -63,6 +63,3 @@ class ControlBlock:
 
     def aborted(self) -> bool:
         return native.load_i64(self.abort_addr) != 0
-
-    def snapshot(self):
-        return [(self.get(r, STATE), self.get(r, GEN)) for r in range(self.world)]

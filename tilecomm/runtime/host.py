@@ -137,7 +137,8 @@ class HostRuntime(KernelOps):
             else:
                 raise RuntimeFault(f"cannot pass {type(a).__name__} to a chip dispatch",
                                    code="TC503")
-        self.call.send(device, ("run", fname, seq, tuple(descs), tuple(deps.items()), loc))
+        self.call.send(device, ("run", self.call.executable.image.key, fname, seq, tuple(descs),
+                                tuple(deps.items()), loc))
         if isinstance(ret, tuple):
             return tuple(args[i] if i is not None else None for i in ret)
         return args[ret] if isinstance(ret, int) else None

@@ -27,34 +27,22 @@ _CALL_IDS = itertools.count(1)
 _POLL_S = 0.02
 
 
-class Call:
-    """State of one run of an executable."""
+class Ranks:
+    """One worker process per rank and the control block they share.  Lives for
+    one call (one-shot) or across calls (``DistributedWorker``)."""
 
-    def __init__(self, executable, config):
-        self.executable = executable
+    def __init__(self, world: int, config):
+        self.world = world
         self.config = config
-        self.world = executable.world
         self.owner = os.getpid()
-        self.call_id = next(_CALL_IDS)
-        self.segments: list = []
-        self.buffers: dict = {}
-        self.workers: list = []        # (pid, conn)
-        self.done: set = set()
+        self.id = next(_CALL_IDS)
+        self.images: dict = {}             # specialisations the workers know
+        self.workers: list = []            # (pid, conn)
+        self.control_segment = S.Segment.create(S.segment_name(self.owner, self.id, 0),
+                                                C.control_size(world))
+        self.control = C.ControlBlock(self.control_segment, world)
 
-    def new_segment(self, nbytes: int):
-        name = S.segment_name(self.owner, self.call_id, len(self.segments))
-        seg = S.Segment.create(name, max(int(nbytes), 1))
-        self.segments.append(seg)
-        return seg
-
-    def send(self, rank: int, msg) -> None:
-        try:
-            self.workers[rank][1].send(msg)
-        except (BrokenPipeError, ConnectionResetError, EOFError):
-            pass                           # the monitor reports why the rank is gone
-
-    # ---------------------------------------------------------------- workers
-    def start_workers(self, control_name: str):
+    def start(self):
         from .worker import worker_main
         for rank in range(self.world):
             parent, child = Pipe(duplex=True)
@@ -65,18 +53,53 @@ class Call:
                     parent.close()
                     for _, c in self.workers:
                         c.close()
-                    code = worker_main(rank, self, control_name, child)
+                    code = worker_main(rank, self, child)
                 finally:
                     os._exit(code)
             child.close()
             self.workers.append((pid, parent))
 
-    def kill_workers(self):
+    def know(self, image):
+        """Make sure every worker has ``image`` (forked ones inherit it)."""
+        if image.key in self.images:
+            return
+        self.images[image.key] = image
+        for r in range(len(self.workers)):
+            self.send(r, ("image", image))
+
+    def send(self, rank: int, msg) -> None:
+        try:
+            self.workers[rank][1].send(msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            pass                           # the monitor reports why the rank is gone
+
+    def begin_run(self):
+        """Between runs every worker is idle: reset what a run's monitor reads."""
+        for r in range(self.world):
+            self.control.set(r, C.STATE, C.IDLE)
+            self.control.set(r, C.DONE_SEQ, 0)
+
+    def kill(self):
         for pid, conn in self.workers:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self._reap()
+
+    def shutdown(self, timeout: float = 1.0):
+        """Ask idle workers to exit; kill whoever has not within ``timeout``."""
+        for r in range(len(self.workers)):
+            self.send(r, ("shutdown",))
+        deadline = time.monotonic() + timeout
+        for pid, _ in self.workers:
+            while time.monotonic() < deadline:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+                time.sleep(0.001)
+        self.kill()
+
+    def _reap(self):
         for pid, conn in self.workers:
             try:
                 os.waitpid(pid, 0)
@@ -84,6 +107,42 @@ class Call:
                 pass
             conn.close()
         self.workers = []
+
+    def close(self, graceful: bool = False):
+        try:
+            self.shutdown() if graceful else self.kill()
+        finally:
+            self.control_segment.close()
+            self.control_segment.unlink()
+            S.sweep(self.owner, self.id)
+
+
+class Run:
+    """One execution of the HOST orchestrator on a set of ranks."""
+
+    def __init__(self, ranks: Ranks, executable, config):
+        self.ranks = ranks
+        self.executable = executable
+        self.config = config
+        self.world = executable.world
+        self.owner = ranks.owner
+        self.call_id = next(_CALL_IDS)
+        self.segments: list = []
+        self.buffers: dict = {}
+        self.done: set = set()
+
+    @property
+    def workers(self):
+        return self.ranks.workers
+
+    def new_segment(self, nbytes: int):
+        name = S.segment_name(self.owner, self.call_id, len(self.segments))
+        seg = S.Segment.create(name, max(int(nbytes), 1))
+        self.segments.append(seg)
+        return seg
+
+    def send(self, rank: int, msg) -> None:
+        self.ranks.send(rank, msg)
 
     def release(self):
         for seg in self.segments:
@@ -94,30 +153,44 @@ class Call:
 
 
 def launch(executable, args: list, config):
+    """One-shot call: start ranks, run once, tear everything down."""
+    ranks = Ranks(executable.world, config)
+    try:
+        return execute(ranks, executable, args, config)
+    finally:
+        ranks.close()
+
+
+def execute(ranks: Ranks, executable, args: list, config):
+    """Run the HOST orchestrator once on ``ranks`` (started here if needed).
+    On any failure the ranks are killed: the caller decides whether to restart."""
     # segments of controllers that were SIGKILLed; on every call (one listdir, ~10 us) so a
     # long-lived process also cleans up after peers that died after its first call
     S.sweep_stale()
-    call = Call(executable, config)
+    run = Run(ranks, executable, config)
     try:
-        ctl_seg = call.new_segment(C.control_size(call.world))
-        control = C.ControlBlock(ctl_seg, call.world)
-        host_vals, copies = _share_arguments(call, args)
-        call.start_workers(ctl_seg.name)
-        hr = HostRuntime(call)
+        ranks.know(executable.image)
+        ranks.begin_run()
+        host_vals, copies = _share_arguments(run, args)
+        if not ranks.workers:
+            ranks.start()
+        hr = HostRuntime(run)
         try:
             result = executable.entry(hr, *host_vals)
         except UserError as e:             # a fault in the HOST orchestrator itself
             _attach_host_span(e, executable)
             raise
-        for r in range(call.world):
-            call.send(r, ("end",))
-        _monitor(call, control)
+        for r in range(run.world):
+            run.send(r, ("end",))
+        _monitor(run, ranks.control)
         for user, shared in copies:
             np.copyto(user, shared.array)
         return _map_result(result, args, host_vals)
+    except BaseException:
+        ranks.kill()                       # stop every rank before its segments go
+        raise
     finally:
-        call.kill_workers()
-        call.release()
+        run.release()
 
 
 def _attach_host_span(e, executable):
@@ -214,19 +287,18 @@ def _rank_error(call, msg):
 
 def _quiescent(call, control):
     """Blocked waits if every live rank is blocked on a false condition, else None."""
-    before = control.snapshot()
-    states = [s for s, _ in before]
-    if C.BLOCKED not in states or any(s not in (C.BLOCKED, C.FINISHED) for s in states):
+    live = [r for r in range(call.world) if r not in call.done]
+    before = [control.get(r, C.STATE) for r in live], [control.get(r, C.GEN) for r in live]
+    if not live or any(s != C.BLOCKED for s in before[0]):
         return None
     blocked = []
-    for rank, (state, _) in enumerate(before):
-        if state != C.BLOCKED:
-            continue
+    for rank in live:
         info = _wait_info(call, control, rank)
         if info is None or info["satisfied"]:
             return None
         blocked.append(info)
-    if control.snapshot() != before:       # someone moved while we looked
+    after = [control.get(r, C.STATE) for r in live], [control.get(r, C.GEN) for r in live]
+    if after != before:                    # someone moved while we looked
         return None
     return blocked
 
@@ -238,7 +310,8 @@ def _wait_info(call, control, rank):
     loc, peer, func = g(C.W_LOC), g(C.W_PEER), g(C.W_FUNC)
     cols, ndim = max(g(C.W_COLS), 1), g(C.W_NDIM)
     exe = call.executable
-    fn = exe.prog.functions.get(exe.func_names[func]) if 0 <= func < len(exe.func_names) else None
+    names = exe.image.func_names
+    fn = exe.prog.functions.get(names[func]) if 0 <= func < len(names) else None
     cell = [index // cols, index % cols] if ndim == 2 else [index]
     info = {"rank": rank, "cmp": "Eq" if cmp == 0 else "Ge", "expected": expected,
             "span": exe.span(loc), "cell": cell, "dispatch": fn.py_name if fn else None,

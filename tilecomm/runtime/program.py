@@ -1,6 +1,8 @@
 """Compiled programs: specialisation per argument signature, cached."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .. import dtypes as D
@@ -8,6 +10,43 @@ from ..errors import ArgumentError
 from ..ir.types import IN, ScalarType, TensorType, is_static
 from ..lower.codegen import lower_program
 from .config import RunConfig
+
+
+_IMAGE_KEYS = itertools.count(1)
+
+
+class KernelImage:
+    """What a rank needs to run one specialisation: the lowered source and the
+    tables that go with it.  Forked workers inherit it; a worker started before
+    the specialisation existed receives it pickled and compiles the source."""
+
+    def __init__(self, prog, lowered):
+        self.key = next(_IMAGE_KEYS)
+        self.source = lowered.source
+        self.filename = lowered.filename
+        self.linemap = lowered.linemap
+        self.spans = list(prog.spans)
+        self.func_names = list(prog.functions)
+        self.param_shapes = {
+            name: [tuple(p.type.shape) if isinstance(p.type, TensorType) and p.type.shape
+                   and all(map(is_static, p.type.shape)) else None for p in fn.params]
+            for name, fn in prog.functions.items()}
+        self._namespace = lowered.namespace
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_namespace"] = None             # rebuilt from the source on arrival
+        return state
+
+    def function(self, name):
+        if self._namespace is None:
+            ns: dict = {}
+            exec(compile(self.source, self.filename, "exec"), ns)
+            self._namespace = ns
+        return self._namespace[f"f_{name}"]
+
+    def span(self, loc):
+        return self.spans[loc] if 0 <= loc < len(self.spans) else None
 
 
 class Executable:
@@ -19,21 +58,13 @@ class Executable:
         self.config = config
         self.world = prog.world
         self.entry = lowered.namespace[f"f_{prog.entry.name}"]
-        self.directions = {}
-        self.param_shapes = {}
-        self.func_names = list(prog.functions)
-        for name, fn in prog.functions.items():
-            self.directions[name] = [p.type.direction if isinstance(p.type, TensorType) else IN
-                                     for p in fn.params]
-            self.param_shapes[name] = [tuple(p.type.shape) if isinstance(p.type, TensorType)
-                                       and p.type.shape and all(map(is_static, p.type.shape))
-                                       else None for p in fn.params]
-
-    def function(self, name):
-        return self.lowered.namespace[f"f_{name}"]
+        self.image = KernelImage(prog, lowered)
+        self.directions = {
+            name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
+            for name, fn in prog.functions.items()}
 
     def span(self, loc):
-        return self.prog.spans[loc] if 0 <= loc < len(self.prog.spans) else None
+        return self.image.span(loc)
 
 
 def to_numpy(x):

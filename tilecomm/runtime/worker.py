@@ -28,16 +28,18 @@ def _die_with_parent():
         pass
 
 
-def worker_main(rank: int, call, control_name: str, conn) -> int:
+def worker_main(rank: int, ranks, conn) -> int:
+    """Serve one rank until told to shut down: run dispatches in order; an
+    ``end`` closes one run of the host orchestrator (ranks may serve many)."""
     # Ctrl-C reaches the whole process group; the controller alone handles it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
-    if os.getppid() != call.owner:
+    if os.getppid() != ranks.owner:
         return 1
-    exe = call.executable
-    control = C.ControlBlock(Segment.attach(control_name), call.world)
+    images = dict(ranks.images)             # inherited; later ones arrive by message
+    control = C.ControlBlock(Segment.attach(ranks.control_segment.name), ranks.world)
     transport = ShmTransport(control, rank)
-    rc = RankContext(rank, call.world, control, transport, call.config)
+    rc = RankContext(rank, ranks.world, control, transport, ranks.config)
     inbox: queue.SimpleQueue = queue.SimpleQueue()
 
     def reader():
@@ -49,37 +51,47 @@ def worker_main(rank: int, call, control_name: str, conn) -> int:
                 inbox.put(("eof",))
                 return
             inbox.put(msg)
-            if msg[0] == "end":
+            if msg[0] == "shutdown":
                 return
 
     threading.Thread(target=reader, daemon=True).start()
+    finished = False                        # between the end of a run and the next one
     while True:
         try:
             msg = inbox.get_nowait()
         except queue.Empty:
-            control.set(rank, C.STATE, C.IDLE)
+            if not finished:                # a finished rank stays FINISHED for the monitor
+                control.set(rank, C.STATE, C.IDLE)
             msg = inbox.get()
-        control.set(rank, C.STATE, C.RUNNING)
         kind = msg[0]
         if kind == "eof":
             return 2
-        if kind == "end":
+        if kind == "shutdown":
+            return 0
+        if kind == "image":
+            images[msg[1].key] = msg[1]
+            continue
+        control.set(rank, C.STATE, C.RUNNING)
+        finished = kind == "end"
+        if finished:
+            transport.close()               # this run's segments are about to be unlinked
             control.set(rank, C.STATE, C.FINISHED)
             conn.send(("done", rank))
-            return 0
-        _, fname, seq, args, deps, loc = msg
+            continue
+        _, key, fname, seq, args, deps, loc = msg
+        image = images[key]
         try:
-            rc.func_id = exe.func_names.index(fname)
+            rc.func_id = image.func_names.index(fname)
             for dep_rank, dep_seq in deps:
                 rc.wait_dispatch(dep_rank, dep_seq)
-            shapes = exe.param_shapes[fname]
+            shapes = image.param_shapes[fname]
             vals = [_materialize(a, rank, transport, s) for a, s in zip(args, shapes)]
-            exe.function(fname)(rc, *vals)
+            image.function(fname)(rc, *vals)
         except RankAborted:
             return 3
         except BaseException as e:                       # report, then stop this rank
             control.set(rank, C.STATE, C.FAILED)
-            conn.send(("error", rank, fname) + format_failure(e, exe, loc))
+            conn.send(("error", rank, fname) + format_failure(e, image, loc))
             return 1
         # publish progress for host-tensor dependencies of other ranks
         native.notify_i32(control.done_seq_addr(rank), 1, seq, 0)
@@ -101,16 +113,16 @@ def _materialize(desc, rank, transport, shape):
     return desc
 
 
-def format_failure(exc, exe, loc):
+def format_failure(exc, image, loc):
     """(summary, traceback text in user terms, (type, code, span)) of a rank failure."""
     frames = []
     for fr in traceback.extract_tb(exc.__traceback__):
-        if fr.filename == exe.lowered.filename:
-            span = exe.lowered.linemap.get(fr.lineno)
+        if fr.filename == image.filename:
+            span = image.linemap.get(fr.lineno)
             if span is not None:
                 frames.append(span)
     lines = ["Traceback (program frames, most recent call last):"]
-    dispatched = exe.span(loc)
+    dispatched = image.span(loc)
     if dispatched is not None:
         lines.append(f'  File "{dispatched.file}", line {dispatched.line}, in {dispatched.func} '
                      f'(dispatch)')
