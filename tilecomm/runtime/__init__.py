@@ -1,4 +1,5 @@
 """Runtime: configuration, compiled programs, the controller and rank workers."""
 from .config import DistributedConfig, RunConfig
+from .prepared import DistributedWorker
 
-__all__ = ["DistributedConfig", "RunConfig"]
+__all__ = ["DistributedConfig", "DistributedWorker", "RunConfig"]

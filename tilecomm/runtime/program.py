@@ -1,6 +1,7 @@
 """Compiled programs: specialisation per argument signature, cached."""
 from __future__ import annotations
 
+import builtins
 import itertools
 
 import numpy as np
@@ -41,7 +42,7 @@ class KernelImage:
     def function(self, name):
         if self._namespace is None:
             ns: dict = {}
-            exec(compile(self.source, self.filename, "exec"), ns)
+            exec(builtins.compile(self.source, self.filename, "exec"), ns)
             self._namespace = ns
         return self._namespace[f"f_{name}"]
 
@@ -184,6 +185,19 @@ class CompiledProgram:
             elif isinstance(pt, ScalarType) and not isinstance(t, ScalarType):
                 raise ArgumentError(f"parameter '{n}' expects a scalar; got a tensor",
                                     span=p.span)
+
+    def executables(self) -> list:
+        """Specialisations compiled so far."""
+        return [v for v in self._cache.values() if isinstance(v, Executable)]
+
+    def prepare(self, *args, config=None):
+        """Start the rank processes once and keep them for many calls
+        (a ``DistributedWorker``); given tensors, specialise for them first so
+        the workers start with that code."""
+        from .prepared import DistributedWorker
+        if args:
+            self.specialise(args)
+        return DistributedWorker(self, config)
 
     def __call__(self, *args, config=None):
         from .launch import launch
