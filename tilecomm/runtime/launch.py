@@ -156,14 +156,16 @@ def launch(executable, args: list, config):
     """One-shot call: start ranks, run once, tear everything down."""
     ranks = Ranks(executable.world, config)
     try:
-        return execute(ranks, executable, args, config)
+        return execute(ranks, executable, args, config, last=True)
     finally:
         ranks.close()
 
 
-def execute(ranks: Ranks, executable, args: list, config):
+def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     """Run the HOST orchestrator once on ``ranks`` (started here if needed).
-    On any failure the ranks are killed: the caller decides whether to restart."""
+    On any failure the ranks are killed: the caller decides whether to restart.
+    ``last``: no run follows, so workers exit on their own once finished (their
+    teardown then overlaps the controller's copy-back instead of following it)."""
     # segments of controllers that were SIGKILLed; on every call (one listdir, ~10 us) so a
     # long-lived process also cleans up after peers that died after its first call
     S.sweep_stale()
@@ -182,6 +184,8 @@ def execute(ranks: Ranks, executable, args: list, config):
             raise
         for r in range(run.world):
             run.send(r, ("end",))
+            if last:
+                run.send(r, ("shutdown",))
         _monitor(run, ranks.control)
         for user, shared in copies:
             np.copyto(user, shared.array)

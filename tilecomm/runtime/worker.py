@@ -74,9 +74,9 @@ def worker_main(rank: int, ranks, conn) -> int:
         control.set(rank, C.STATE, C.RUNNING)
         finished = kind == "end"
         if finished:
-            transport.close()               # this run's segments are about to be unlinked
             control.set(rank, C.STATE, C.FINISHED)
             conn.send(("done", rank))
+            transport.close()               # unmap this run's segments (being unlinked)
             continue
         _, key, fname, seq, args, deps, loc = msg
         image = images[key]
