@@ -203,14 +203,6 @@ class TupleType(Type):
 
 
 @dataclass(frozen=True)
-class ListType(Type):
-    """A compile-time list (offsets, shapes) of scalar expressions."""
-
-    length: int
-    kind = "list"
-
-
-@dataclass(frozen=True)
 class NoneType(Type):
     kind = "None"
 
@@ -232,30 +224,6 @@ class TaskIdType(Type):
 
 
 NONE = NoneType()
-
-
-def is_tensor(t) -> bool:
-    return isinstance(t, TensorType)
-
-
-def is_dist(t) -> bool:
-    return isinstance(t, TensorType) and t.dist
-
-
-def is_plain_tensor(t) -> bool:
-    return isinstance(t, TensorType) and not t.dist
-
-
-def is_tile(t) -> bool:
-    return isinstance(t, TileType)
-
-
-def is_scalar(t) -> bool:
-    return isinstance(t, ScalarType)
-
-
-def shaped(t) -> bool:
-    return isinstance(t, (TensorType, TileType))
 
 
 @dataclass(frozen=True)

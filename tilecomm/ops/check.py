@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
-from ..ir.types import (ANY, AnyType, EnumType, ListType, ScalarType, TensorType, TileType,
-                        is_static, shape_str)
+from ..ir.types import (ANY, AnyType, EnumType, ScalarType, TensorType, TileType,
+                        is_static)
 
 
 class SkipCheck(Exception):
@@ -178,8 +178,4 @@ def _show(a) -> str:
     return describe(getattr(a, "type", None))
 
 
-def static_shape_str(shape):
-    return shape_str(shape)
-
-
-__all__ = ["CallCheck", "SkipCheck", "const_value", "describe", "ANY", "ListType"]
+__all__ = ["CallCheck", "SkipCheck", "const_value", "describe", "ANY"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..dtypes import DataType, INDEX, INT32
 from ..ir.enums import AtomicType, NotifyOp, WaitCmp
-from ..ir.types import (CommCtxType, ListType, NONE, PtrType, ScalarType, TensorType, TileType,
+from ..ir.types import (CommCtxType, NONE, PtrType, ScalarType, TensorType, TileType,
                         is_static, numel)
 from .check import const_value, describe
 from .registry import HOST, INCORE, ORCH, op
@@ -394,4 +394,4 @@ def _get(c):
 
 __all__ = ["world_size", "get_comm_ctx", "rank", "nranks", "notify", "wait",
            "alloc_window_buffer", "window", "remote_load", "remote_store", "tensor_remote_store",
-           "remote_store_short", "put", "get", "ListType"]
+           "remote_store_short", "put", "get"]
