@@ -95,8 +95,10 @@ def write_region(dst: np.ndarray, src: np.ndarray, atomic: int) -> None:
         src = src.reshape(dst.shape)
     if atomic:
         atomic_add(dst, src)
+    elif src.dtype == dst.dtype:
+        np.copyto(dst, src)
     else:
-        np.copyto(dst, src, casting="no" if src.dtype == dst.dtype else "same_kind")
+        np.copyto(dst, src, casting="same_kind")
 
 
 def tile_valid(t) -> np.ndarray:

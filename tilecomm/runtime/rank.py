@@ -97,8 +97,18 @@ class RankContext(KernelOps):
         return cell
 
     def _member_addr(self, view, p):
-        view.addrs[p] = address(self.transport.peer_array(view, p))
+        view.addrs[p] = address(self._remote(view, p, "remote access"))
         return view.addrs[p]
+
+    def _remote(self, view: WindowView, peer, op: str) -> np.ndarray:
+        """Member ``peer``'s copy of ``view`` (bounds-checked peer; cached on the view)."""
+        p = peer if type(peer) is int else int(peer)
+        if not 0 <= p < view.nranks:
+            self._peer(view, p, op)                      # raises with the details
+        a = view.arrays[p]
+        if a is None:
+            a = view.arrays[p] = self.transport.peer_array(view, p)
+        return a
 
     def wait_dispatch(self, rank: int, seq: int):
         """Wait until ``rank`` has completed its dispatch number ``seq``."""
@@ -136,8 +146,7 @@ class RankContext(KernelOps):
 
     # -------------------------------------------------------------- tile RMA
     def remote_load(self, target, peer, offsets, shape, valid_shape=None):
-        p = self._peer(target, peer, "pld.tile.remote_load")
-        src = self.transport.peer_array(target, p)
+        src = self._remote(target, peer, "pld.tile.remote_load")
         if valid_shape is None:
             return make_tile(region(src, offsets, shape, "pld.tile.remote_load region").copy())
         valid = [max(0, min(int(v), int(s), d - int(o)))
@@ -148,20 +157,18 @@ class RankContext(KernelOps):
         return make_tile(t, valid)
 
     def remote_store(self, src, target, peer, offsets, atomic=0):
-        p = self._peer(target, peer, "remote_store")
+        remote = self._remote(target, peer, "remote_store")
         data = tile_valid(src) if hasattr(src, "valid") else np.asarray(arr(src))
         if data.ndim > 2:
             data = data.reshape(data.shape[-2:])
-        dst = region(self.transport.peer_array(target, p), offsets, data.shape,
-                     "remote_store region")
+        dst = region(remote, offsets, data.shape, "remote_store region")
         write_region(dst, data, int(atomic))
 
     # -------------------------------------------------------------- put / get
     def _transfer(self, op, window, peer, local, dst_offsets, src_offsets, shape, pushing):
         """(dst, src) arrays of a put (pushing) or get; whole tensors or matching
         sub-regions, all bounds-checked."""
-        p = self._peer(window, peer, op)
-        remote = self.transport.peer_array(window, p)
+        remote = self._remote(window, peer, op)
         dst, src = (remote, local) if pushing else (local, remote)
         if shape is None:
             if dst.shape != src.shape:

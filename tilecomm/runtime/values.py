@@ -43,7 +43,7 @@ class WindowView:
     is needed to reach the same bytes in a peer's copy."""
 
     __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "addrs",
-                 "cells")
+                 "cells", "arrays")
 
     def __init__(self, buffer: WindowBuffer, shape, dtype, local: np.ndarray, rank: int):
         self.buffer = buffer
@@ -58,6 +58,8 @@ class WindowView:
         self.addrs = [0] * self.nranks
         self.addrs[rank] = address(local)
         self.cells: dict = {}      # (peer, offsets) -> (cell address, sleepers address)
+        self.arrays = [None] * self.nranks   # each member's copy as an ndarray, on first use
+        self.arrays[rank] = local
 
     def __repr__(self):
         return f"<window '{self.buffer.name}' {list(self.shape)} rank {self.rank}/{self.nranks}>"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _native_core as native
 from .segments import Segment
 
 
@@ -39,11 +38,6 @@ class ShmTransport:
         if peer == view.rank:
             return view.local
         return self.window_array(view.buffer, peer, view.shape, view.local.dtype)
-
-    def notify(self, addr: int, device: int, op: int, value: int) -> None:
-        # the store/add is seq_cst; the sleepers count of the receiving rank
-        # decides whether a futex wake (a syscall) is needed at all
-        native.notify_i32(addr, op, value, self.control.sleepers_addr(device))
 
     def close(self) -> None:
         self._arrays.clear()
