@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RuntimeFault
-from ..ir.types import IN, INOUT, OUT
+from ..ir.types import INOUT, OUT
 from .kernel_ops import KernelOps
 from .values import HostRef, WindowBuffer, WindowRef, address
 
@@ -146,7 +146,6 @@ class HostRuntime(KernelOps):
     def _track(self, t: HostTensor, device, seq, direction, deps):
         lo, hi = t.byte_range()
         writes = direction in (OUT, INOUT)
-        reads = direction in (IN, INOUT)
         hist = self._access.setdefault(t.segment.name, [])
         for (r, s, l2, h2, w2) in hist:
             if r == device or h2 <= lo or hi <= l2:
@@ -154,4 +153,4 @@ class HostRuntime(KernelOps):
             if w2 or writes:                    # RAW, WAR or WAW across ranks
                 if deps.get(r, 0) < s:
                     deps[r] = s
-        hist.append((device, seq, lo, hi, writes and not reads or writes))
+        hist.append((device, seq, lo, hi, writes))
