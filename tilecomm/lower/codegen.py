@@ -150,8 +150,8 @@ class FunctionEmitter:
         if rec.impl == "alloc_window_buffer":
             buf = x.extra["buffer"]
             args = [str(buf.id), args[0], args[1]]
-        if "wait" in rec.effects:
-            args.append(f"_loc={self.span_id(x.span)}")
+        if "wait" in rec.effects:            # where the rank blocks, for the deadlock report
+            args.append(str(self.span_id(x.span)))
         return f"_rt.{rec.impl}({', '.join(args)})"
 
     def e_FuncCall(self, x):

@@ -14,6 +14,8 @@ from .kernel_ops import KernelOps, arr, fault, region, tile_valid, write_region
 from .values import WindowView, address, make_tile
 
 _WAIT_SLICE_NS = 20_000_000      # a blocked wait re-checks abort/timeout this often
+_notify_i32 = native.notify_i32  # module globals: one lookup less on the hottest path
+_wait_i32 = native.wait_i32
 
 
 class RankAborted(BaseException):
@@ -64,16 +66,17 @@ class RankContext(KernelOps):
         cell = target.cells.get((peer, offsets))
         if cell is None:
             cell = self._cell(target, peer, offsets, "pld.system.notify")
+        addr, sleepers = cell
         # seq_cst store/add; the sleepers count decides whether a futex wake
         # (a syscall) is needed at all
-        native.notify_i32(cell[0], op, value, cell[1])
+        _notify_i32(addr, op, value, sleepers)
 
     def wait(self, signal, offsets, expected, cmp, _loc=-1):
         cell = signal.cells.get((signal.rank, offsets))
         if cell is None:
             cell = self._cell(signal, signal.rank, offsets, "pld.system.wait")
         # spin, then yield, without publishing anything: the common case
-        if native.wait_i32(cell[0], cmp, expected, self._sleepers, 200_000, self.spin)[0]:
+        if _wait_i32(cell[0], cmp, expected, self._sleepers, 200_000, self.spin)[0]:
             return
         flat = int(np.ravel_multi_index(tuple(int(o) for o in offsets), signal.shape))
         self._block_on(cell[0], int(cmp), int(expected), signal.buffer.id, flat, _loc, -1,
