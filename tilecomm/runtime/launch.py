@@ -32,6 +32,10 @@ class Ranks:
     one call (one-shot) or across calls (``DistributedWorker``)."""
 
     def __init__(self, world: int, config):
+        # segments of controllers that were SIGKILLed: swept whenever ranks start
+        # (one listdir), so a long-lived process also cleans up after peers
+        # that died after its first call
+        S.sweep_stale()
         self.world = world
         self.config = config
         self.owner = os.getpid()
@@ -166,9 +170,6 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     On any failure the ranks are killed: the caller decides whether to restart.
     ``last``: no run follows, so workers exit on their own once finished (their
     teardown then overlaps the controller's copy-back instead of following it)."""
-    # segments of controllers that were SIGKILLed; on every call (one listdir, ~10 us) so a
-    # long-lived process also cleans up after peers that died after its first call
-    S.sweep_stale()
     run = Run(ranks, executable, config)
     try:
         ranks.know(executable.image)
