@@ -1,15 +1,39 @@
 """Shared fixtures: world sizes, run configs, and a leak check around every test."""
+import gc
 import os
+import threading
 
 import pytest
 
 from tilecomm.runtime import DistributedConfig, RunConfig
+from tilecomm.runtime.config import TRANSPORT_NAMES
 
 WORLD_SIZES = [1, 2, 3, 4]
+RANKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ranks")
 
 
 def config_for(n: int, **kw) -> RunConfig:
     return RunConfig(distributed_config=DistributedConfig(device_ids=list(range(n))), **kw)
+
+
+def pytest_generate_tests(metafunc):
+    """Every multi-rank test (tests/ranks) runs on every transport: ids
+    ``shm`` / ``copy``."""
+    if os.path.dirname(os.path.abspath(str(metafunc.definition.path))) == RANKS_DIR:
+        metafunc.parametrize("transport", TRANSPORT_NAMES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def transport(request, monkeypatch):
+    """The transport of a multi-rank test, through ``TILECOMM_TRANSPORT`` (read
+    by ``RunConfig.resolved_transport`` when ranks start), so programs started
+    in this process and example scripts run as subprocesses use it alike."""
+    name = getattr(request, "param", None)
+    if name is not None:
+        monkeypatch.setenv("TILECOMM_TRANSPORT", name)
+    else:
+        monkeypatch.delenv("TILECOMM_TRANSPORT", raising=False)
+    return name
 
 
 def _shm_names():
@@ -27,10 +51,26 @@ def _children():
         return set()
 
 
+def _fds():
+    try:
+        return set(os.listdir("/proc/self/fd"))
+    except OSError:
+        return set()
+
+
 @pytest.fixture(autouse=True)
 def no_leaks():
-    """Every test must leave no worker process and no shared segment behind."""
+    """Every test must leave no worker process, thread, shared segment or file
+    descriptor behind."""
     before_shm, before_kids = _shm_names(), _children()
+    before_threads, before_fds = set(threading.enumerate()), _fds()
     yield
     assert _shm_names() - before_shm == set(), "shared-memory segments leaked"
     assert _children() - before_kids == set(), "worker processes leaked"
+    threads = [t.name for t in set(threading.enumerate()) - before_threads]
+    assert threads == [], f"threads leaked: {threads}"
+    if _fds() - before_fds:
+        # a mapping still referenced from a traceback cycle keeps its fd until
+        # the cycle is collected (Python < 3.13 duplicates the fd per mapping)
+        gc.collect()
+    assert _fds() - before_fds == set(), "file descriptors leaked"

@@ -220,27 +220,29 @@ def test_class_form_compiled_program_parses_once(build_counter):
     assert len(build_counter) == after_first
 
 
-def test_jit_form_parses_once_per_config(build_counter):
+def test_jit_form_parses_once_per_config(build_counter, transport):
+    # the transport is part of the config: each parametrisation starts uncached
+
     xs = np.arange(2 * SIZE, dtype=np.float32).reshape(2, 1, SIZE)
     ys = np.zeros_like(xs)
-    scale_main(xs, ys, config=config_for(2))
+    scale_main(xs, ys, config=config_for(2, transport=transport))
     after_first = len(build_counter)
     assert after_first >= 1
     # an equal (not identical) config, a second call and an explicit compile: cached
-    scale_main(xs + 1, ys, config=config_for(2))
+    scale_main(xs + 1, ys, config=config_for(2, transport=transport))
     np.testing.assert_array_equal(ys, scale_reference(xs + 1))
-    compiled = scale_main.compile(xs, ys, config=config_for(2))
+    compiled = scale_main.compile(xs, ys, config=config_for(2, transport=transport))
     compiled(xs, ys)
     np.testing.assert_array_equal(ys, scale_reference(xs))
     assert len(build_counter) == after_first
     # another rank count is another program
     xs3 = np.arange(3 * SIZE, dtype=np.float32).reshape(3, 1, SIZE)
     ys3 = np.zeros_like(xs3)
-    scale_main(xs3, ys3, config=config_for(3))
+    scale_main(xs3, ys3, config=config_for(3, transport=transport))
     np.testing.assert_array_equal(ys3, scale_reference(xs3))
     grown = len(build_counter)
     assert grown > after_first
-    scale_main(xs3, ys3, config=config_for(3))
+    scale_main(xs3, ys3, config=config_for(3, transport=transport))
     assert len(build_counter) == grown
 
 

@@ -19,6 +19,8 @@ class Platform:
     aiv_cores: int
 
 
+TRANSPORT_NAMES = ("shm", "copy")
+
 PLATFORMS = {
     "cpu": Platform("cpu", bf16_atomic_add=True, aiv_cores=0),
     "a2a3": Platform("a2a3", bf16_atomic_add=True, aiv_cores=48),
@@ -77,6 +79,10 @@ class RunConfig:
                        (0 = never; deadlocks are reported without it).
     spin_iters         busy-poll iterations before a wait yields, then sleeps.
     cache_dir          where lowered Python sources are kept for stepping through.
+    transport          how ranks reach each other's windows: "shm" (shared memory,
+                       zero-copy) or "copy" (every remote byte moves through an
+                       explicit request, as over a network).  None (default):
+                       $TILECOMM_TRANSPORT, else "shm".
     """
 
     platform: str = "cpu"
@@ -85,6 +91,7 @@ class RunConfig:
     wait_timeout_s: float = 0.0
     spin_iters: int = 2000
     cache_dir: str | None = None
+    transport: str | None = None
 
     def __post_init__(self):
         if self.platform not in PLATFORMS:
@@ -102,6 +109,19 @@ class RunConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
                 raise ConfigError(f"RunConfig.{name} must be {want}, got {v!r}", code="TC402")
+
+        if self.transport is not None and self.transport not in TRANSPORT_NAMES:
+            raise ConfigError(f"RunConfig.transport must be one of {list(TRANSPORT_NAMES)}, got "
+                              f"{self.transport!r}", code="TC402")
+
+    def resolved_transport(self) -> str:
+        if self.transport is not None:
+            return self.transport
+        name = from_env().get("transport") or "shm"
+        if name not in TRANSPORT_NAMES:
+            raise ConfigError(f"TILECOMM_TRANSPORT must be one of {list(TRANSPORT_NAMES)}, got "
+                              f"{name!r}", code="TC402")
+        return name
 
     @property
     def platform_profile(self) -> Platform:
@@ -123,4 +143,6 @@ def from_env() -> dict:
     out = {}
     if os.environ.get("TILECOMM_CACHE_DIR"):
         out["cache_dir"] = os.environ["TILECOMM_CACHE_DIR"]
+    if os.environ.get("TILECOMM_TRANSPORT"):
+        out["transport"] = os.environ["TILECOMM_TRANSPORT"]
     return out

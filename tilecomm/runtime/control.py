@@ -1,8 +1,10 @@
-"""The control block: a small shared segment through which the controller sees
-what every rank is doing (running, blocked in which wait, finished) and ranks
-see each other's dispatch progress.
+"""The control plane: how the controller sees what every rank is doing
+(running, blocked in which wait, finished), how ranks see each other's
+dispatch progress, and how the controller aborts a call.
 
-Each rank owns one 128-byte record of int64 slots (the int32 cells used with
+``ControlPlane`` is the interface (the monitor and the ranks use nothing
+else); ``ShmControlPlane`` implements it on a small shared segment.  Each
+rank owns one 128-byte record of int64 slots (the int32 cells used with
 futexes sit in the low half of their slot).  A rank writes its wait record
 *before* it publishes state BLOCKED, and re-checks its condition after, so a
 controller that sees every live rank BLOCKED with unchanged generations, and
@@ -11,33 +13,109 @@ that could write any awaited cell.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
 from .. import _native_core as native
+from ..transport.base import WaitHooks
+from ..transport.shm import SPIN_WINDOW_NS, sleep_wait
 
 # rank states
 IDLE, RUNNING, BLOCKED, FINISHED, FAILED = 0, 1, 2, 3, 4
 STATE_NAMES = {IDLE: "idle", RUNNING: "running", BLOCKED: "blocked", FINISHED: "finished",
                FAILED: "failed"}
 
-# slots of a rank record
+DEP_WAIT = -1          # WaitRecord.buffer of a wait on another rank's dispatch progress
+
+
+@dataclass(frozen=True)
+class WaitRecord:
+    """What a blocked rank waits for, as published for the monitor."""
+
+    buffer: int            # window buffer id, or DEP_WAIT
+    index: int             # flat cell index in the window view (dispatch seq for DEP_WAIT)
+    cmp: int
+    expected: int
+    loc: int               # span index of the wait in the program, -1 if none
+    peer: int              # DEP_WAIT: the rank whose progress is awaited
+    func: int              # index of the running function in the image
+    cols: int              # innermost extent of the window view (to unflatten index)
+    ndim: int
+
+
+@dataclass(frozen=True)
+class RankStatus:
+    state: int
+    gen: int               # bumped every time the rank blocks
+    wait: WaitRecord | None
+
+
+class ControlPlane(ABC):
+    """Rank-side and controller-side operations on the shared rank states."""
+
+    world: int
+
+    # -- rank side
+    @abstractmethod
+    def set_state(self, rank: int, state: int) -> None: ...
+
+    @abstractmethod
+    def publish_wait(self, rank: int, record: WaitRecord) -> None:
+        """Record the wait, then mark the rank BLOCKED (in that order)."""
+
+    @abstractmethod
+    def publish_done(self, rank: int, seq: int) -> None:
+        """Rank ``rank`` completed its dispatch number ``seq``."""
+
+    @abstractmethod
+    def wait_done(self, rank: int, seq: int, spin: int, hooks: WaitHooks | None) -> bool:
+        """Wait until ``rank`` completed dispatch ``seq``: with ``hooks`` None
+        only spin (return False if not yet), else block like a transport wait."""
+
+    @abstractmethod
+    def aborted(self) -> bool: ...
+
+    # -- controller side
+    @abstractmethod
+    def reset(self) -> None:
+        """Between runs: every rank idle, no progress."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Tell every rank to give up its waits (they raise RankAborted)."""
+
+    @abstractmethod
+    def done_seq(self, rank: int) -> int: ...
+
+    @abstractmethod
+    def snapshot(self, ranks) -> list:
+        """``RankStatus`` of each of ``ranks`` (wait record only if BLOCKED)."""
+
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------- shm block
 (STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, SLEEPERS, W_FUNC,
  W_COLS, W_NDIM) = range(13)
 RECORD_SLOTS = 16
 HEADER_SLOTS = 16
-ABORT = 0
+ABORT = 0              # header slot: nonzero once the controller aborted the call
 SLOT = 8
-
-DEP_WAIT = -1          # W_BUF value of a wait on another rank's dispatch progress
+_RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "expected"),
+           (W_LOC, "loc"), (W_PEER, "peer"), (W_FUNC, "func"), (W_COLS, "cols"),
+           (W_NDIM, "ndim"))
 
 
 def control_size(world: int) -> int:
     return (HEADER_SLOTS + RECORD_SLOTS * world) * SLOT
 
 
-class ControlBlock:
+class ShmControlPlane(ControlPlane):
     def __init__(self, segment, world: int):
         self.segment = segment
         self.base = segment.addr
         self.world = world
+        self._gen = 0                  # rank side: this process's block count
 
     def slot_addr(self, rank: int, slot: int) -> int:
         return self.base + (HEADER_SLOTS + RECORD_SLOTS * rank + slot) * SLOT
@@ -48,18 +126,53 @@ class ControlBlock:
     def set(self, rank: int, slot: int, value: int) -> None:
         native.store_i64(self.slot_addr(rank, slot), value)
 
-    def done_seq_addr(self, rank: int) -> int:
-        return self.slot_addr(rank, DONE_SEQ)
+    # -- rank side
+    def set_state(self, rank, state):
+        self.set(rank, STATE, state)
 
-    def sleepers_addr(self, rank: int) -> int:
-        return self.slot_addr(rank, SLEEPERS)
+    def publish_wait(self, rank, record):
+        for slot, field in _RECORD:
+            self.set(rank, slot, getattr(record, field))
+        self._gen += 1
+        self.set(rank, GEN, self._gen)
+        self.set(rank, STATE, BLOCKED)   # seq_cst, after the record: see the module doc
 
-    def done_seq(self, rank: int) -> int:
-        return native.load_i32(self.done_seq_addr(rank))
+    def publish_done(self, rank, seq):
+        # a seq_cst store that always wakes: waiters of dispatch progress are rare
+        native.notify_i32(self.slot_addr(rank, DONE_SEQ), 1, seq, 0)
 
-    @property
-    def abort_addr(self) -> int:
-        return self.base + ABORT * SLOT
+    def wait_done(self, rank, seq, spin, hooks):
+        addr = self.slot_addr(rank, DONE_SEQ)
+        if hooks is None:
+            return native.wait_i32(addr, 1, seq, 0, SPIN_WINDOW_NS, spin)[0]
+        sleep_wait(addr, 1, seq, 0, hooks)
+        return True
 
-    def aborted(self) -> bool:
-        return native.load_i64(self.abort_addr) != 0
+    def aborted(self):
+        return native.load_i64(self.base + ABORT * SLOT) != 0
+
+    # -- controller side
+    def reset(self):
+        native.store_i64(self.base + ABORT * SLOT, 0)
+        for r in range(self.world):
+            self.set(r, STATE, IDLE)
+            self.set(r, DONE_SEQ, 0)
+
+    def abort(self):
+        native.store_i64(self.base + ABORT * SLOT, 1)
+
+    def done_seq(self, rank):
+        return native.load_i32(self.slot_addr(rank, DONE_SEQ))
+
+    def snapshot(self, ranks):
+        out = []
+        for r in ranks:
+            state, gen = self.get(r, STATE), self.get(r, GEN)
+            wait = None
+            if state == BLOCKED:
+                wait = WaitRecord(**{f: self.get(r, s) for s, f in _RECORD})
+            out.append(RankStatus(state, gen, wait))
+        return out
+
+    def close(self):
+        self.segment.close()

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import RuntimeFault
 from ..ir.types import INOUT, OUT
 from .kernel_ops import KernelOps
+from .messages import Dispatch
 from .values import HostRef, WindowBuffer, WindowRef, address
 
 
@@ -67,7 +68,7 @@ class HostRuntime(KernelOps):
             raise RuntimeFault(f"window buffer '{rec.name}' size must be positive; got {nbytes}",
                                code="TC503")
         devices = tuple(sorted(rec.devices))
-        names = tuple(self.call.new_segment(nbytes).name for _ in devices)
+        names = self.call.allocate_window(nbytes, devices)
         buf = WindowBuffer(buf_id, rec.name, nbytes, devices, names)
         self.call.buffers[buf_id] = buf
         return buf
@@ -137,8 +138,8 @@ class HostRuntime(KernelOps):
             else:
                 raise RuntimeFault(f"cannot pass {type(a).__name__} to a chip dispatch",
                                    code="TC503")
-        self.call.send(device, ("run", self.call.executable.image.key, fname, seq, tuple(descs),
-                                tuple(deps.items()), loc))
+        self.call.send(device, Dispatch(self.call.executable.image.key, fname, seq, tuple(descs),
+                                        tuple(deps.items()), loc))
         if isinstance(ret, tuple):
             return tuple(args[i] if i is not None else None for i in ret)
         return args[ret] if isinstance(ret, int) else None

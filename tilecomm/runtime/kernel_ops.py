@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _native_core as native
-from .. import dtypes as D
 from ..errors import RuntimeFault
+from ..transport.memops import atomic_add, write_region  # noqa: F401  (re-exported)
 from .values import Tile, WindowView, address, make_tile, valid_region
 
 
@@ -22,9 +21,10 @@ def fault(msg, code="TC502", hint=None):
     return RuntimeFault(msg, code=code, hint=hint)
 
 
-def region(a: np.ndarray, offsets, extents, what: str) -> np.ndarray:
-    """``a[offsets : offsets + extents]`` after checking it is inside ``a``.
-    A shorter ``extents`` applies to the innermost dims (leading extents 1)."""
+def region_index(a: np.ndarray, offsets, extents, what: str) -> tuple:
+    """The slices of ``a[offsets : offsets + extents]`` after checking they lie
+    inside ``a``.  A shorter ``extents`` applies to the innermost dims (leading
+    extents 1)."""
     nd = a.ndim
     if len(offsets) != nd:
         raise fault(f"{what}: {len(offsets)} offsets for a rank-{nd} tensor", code="TC503")
@@ -36,7 +36,16 @@ def region(a: np.ndarray, offsets, extents, what: str) -> np.ndarray:
             raise fault(f"{what} is out of bounds in dimension {i}: offset {o} + extent {e} > "
                         f"size {d}", hint="check the offsets computed at run time")
         idx.append(slice(o, o + e))
-    return a[tuple(idx)]
+    return tuple(idx)
+
+
+def region(a: np.ndarray, offsets, extents, what: str) -> np.ndarray:
+    """``a[offsets : offsets + extents]``, bounds-checked (see ``region_index``)."""
+    return a[region_index(a, offsets, extents, what)]
+
+
+def index_shape(idx: tuple) -> tuple:
+    return tuple(s.stop - s.start for s in idx)
 
 
 def element_index(a: np.ndarray, offset, what: str) -> tuple:
@@ -63,42 +72,6 @@ def py_scalar(v):
     if isinstance(v, np.bool_):
         return bool(v)
     return v
-
-
-def atomic_add(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst += src`` with per-element atomicity across processes."""
-    dt = D.from_numpy(dst.dtype)
-    if dt is None or dt.atomic_code is None:
-        raise fault(f"atomic add is not supported for dtype {dst.dtype}", code="TC503")
-    src = np.ascontiguousarray(np.broadcast_to(src.reshape(dst.shape) if src.size == dst.size
-                                               else src, dst.shape), dtype=dst.dtype)
-    if dst.ndim == 0:
-        dst, src = dst.reshape(1), src.reshape(1)
-    lead = dst.shape[:-2] if dst.ndim > 2 else ()
-    for li in np.ndindex(*lead):
-        d2 = dst[li] if lead else dst
-        s2 = src[li] if lead else src
-        if d2.ndim == 1:
-            d2, s2 = d2.reshape(1, -1), s2.reshape(1, -1)
-        rows, cols = d2.shape
-        if d2.strides[1] == d2.itemsize or cols == 1:
-            native.atomic_add_2d(address(d2), d2.strides[0], address(s2), s2.strides[0],
-                                 rows, cols, dt.atomic_code)
-        else:                                     # strided inner dim: one element per row
-            for r in range(rows):
-                native.atomic_add_2d(address(d2[r]), d2.strides[1], address(s2[r]),
-                                     s2.itemsize, cols, 1, dt.atomic_code)
-
-
-def write_region(dst: np.ndarray, src: np.ndarray, atomic: int) -> None:
-    if src.shape != dst.shape:
-        src = src.reshape(dst.shape)
-    if atomic:
-        atomic_add(dst, src)
-    elif src.dtype == dst.dtype:
-        np.copyto(dst, src)
-    else:
-        np.copyto(dst, src, casting="same_kind")
 
 
 def tile_valid(t) -> np.ndarray:

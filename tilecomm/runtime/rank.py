@@ -1,5 +1,9 @@
 """The per-rank context a worker runs kernels with (``_rt`` in lowered code):
-local ops from ``KernelOps`` plus the communicating ``pld`` ops."""
+local ops from ``KernelOps`` plus the communicating ``pld`` ops.
+
+Every remote access goes through the transport endpoint; this module keeps
+only the bounds and type checks (on the rank's own copy, whose layout every
+member shares) and what a blocked wait publishes for the monitor."""
 from __future__ import annotations
 
 import os
@@ -7,19 +11,46 @@ import time
 
 import numpy as np
 
-from .. import _native_core as native
 from ..errors import RuntimeFault
+from ..transport.base import WaitHooks
+from ..transport.memops import check_atomic
 from . import control as C
-from .kernel_ops import KernelOps, arr, fault, region, tile_valid, write_region
-from .values import WindowView, address, make_tile
-
-_WAIT_SLICE_NS = 20_000_000      # a blocked wait re-checks abort/timeout this often
-_notify_i32 = native.notify_i32  # module globals: one lookup less on the hottest path
-_wait_i32 = native.wait_i32
+from .kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
+from .values import WindowView, make_tile
 
 
 class RankAborted(BaseException):
     """Raised inside a rank when the controller aborts the call."""
+
+
+class _Blocked(WaitHooks):
+    """A blocked wait's link to the control plane: publish the record, give up
+    on abort or time-out, mark the rank running again."""
+
+    __slots__ = ("rc", "record", "start")
+
+    def __init__(self, rc, record: C.WaitRecord):
+        self.rc = rc
+        self.record = record
+
+    def blocked(self):
+        self.start = time.monotonic()
+        self.rc.control.publish_wait(self.rc.device, self.record)
+
+    def check(self, value):
+        rc = self.rc
+        if rc.control.aborted():
+            raise RankAborted()
+        limit = rc.config.wait_timeout_s
+        if limit and time.monotonic() - self.start > limit:
+            r = self.record
+            raise RuntimeFault(
+                f"wait timed out after {limit:g} s: cell value {value}, expected "
+                f"{'==' if r.cmp == 0 else '>='} {r.expected}", code="TC504",
+                hint="RunConfig.wait_timeout_s bounds a single wait")
+
+    def unblocked(self):
+        self.rc.control.set_state(self.rc.device, C.RUNNING)
 
 
 class RankContext(KernelOps):
@@ -30,14 +61,16 @@ class RankContext(KernelOps):
         self.transport = transport
         self.config = config
         self.spin = config.spin_iters
-        self._sleepers = control.sleepers_addr(device)
-        self._sleepers_of = [control.sleepers_addr(d) for d in range(world)]
         # with more ranks than cores a spinning waiter steals the core its
         # releaser needs: yield almost at once instead
         if world > (os.cpu_count() or 1):
             self.spin = min(self.spin, 50)
-        self._gen = 0
         self.func_id = 0
+        if transport is not None:
+            # bound once: the notify / satisfied-wait path is one dict lookup
+            # plus one of these calls
+            self._signal = transport.signal
+            self._try_wait = transport.try_wait
 
     # -------------------------------------------------------------- contexts
     def get_comm_ctx(self, dist_tensor):
@@ -59,28 +92,25 @@ class RankContext(KernelOps):
 
     # -------------------------------------------------------------- signals
     # A kernel touches few distinct cells, usually in a loop: each view caches
-    # (address, receiver's sleepers count) per (peer, offsets) after the first
-    # bounds-checked lookup, so a notify or an already-satisfied wait costs one
-    # dict lookup and one native call.
+    # the transport's cell handle per (peer, offsets) after the first
+    # bounds-checked lookup.
     def notify(self, target, peer, offsets, value, op):
         cell = target.cells.get((peer, offsets))
         if cell is None:
             cell = self._cell(target, peer, offsets, "pld.system.notify")
-        addr, sleepers = cell
-        # seq_cst store/add; the sleepers count decides whether a futex wake
-        # (a syscall) is needed at all
-        _notify_i32(addr, op, value, sleepers)
+        self._signal(cell, op, value)
 
     def wait(self, signal, offsets, expected, cmp, _loc=-1):
         cell = signal.cells.get((signal.rank, offsets))
         if cell is None:
             cell = self._cell(signal, signal.rank, offsets, "pld.system.wait")
         # spin, then yield, without publishing anything: the common case
-        if _wait_i32(cell[0], cmp, expected, self._sleepers, 200_000, self.spin)[0]:
+        if self._try_wait(cell, cmp, expected, self.spin):
             return
         flat = int(np.ravel_multi_index(tuple(int(o) for o in offsets), signal.shape))
-        self._block_on(cell[0], int(cmp), int(expected), signal.buffer.id, flat, _loc, -1,
-                       signal.shape[-1], len(signal.shape))
+        record = C.WaitRecord(signal.buffer.id, flat, int(cmp), int(expected), _loc, -1,
+                              self.func_id, signal.shape[-1], len(signal.shape))
+        self.transport.wait(cell, int(cmp), int(expected), _Blocked(self, record))
 
     def _cell(self, view: WindowView, peer, offsets, op):
         p = self._peer(view, peer, op)
@@ -94,103 +124,96 @@ class RankContext(KernelOps):
                 raise fault(f"{op} cell: index {o} is out of bounds for dimension {i} of size "
                             f"{d}")
             off += int(o) * s
-        base = view.addrs[p] or self._member_addr(view, p)
-        cell = (base + off, self._sleepers_of[view.buffer.devices[p]])
+        cell = self.transport.cell(view.key, p, off)
         view.cells[(peer, offsets)] = cell
         return cell
 
-    def _member_addr(self, view, p):
-        view.addrs[p] = address(self._remote(view, p, "remote access"))
-        return view.addrs[p]
-
-    def _remote(self, view: WindowView, peer, op: str) -> np.ndarray:
-        """Member ``peer``'s copy of ``view`` (bounds-checked peer; cached on the view)."""
+    def _member(self, view: WindowView, peer, op: str) -> int:
         p = peer if type(peer) is int else int(peer)
         if not 0 <= p < view.nranks:
             self._peer(view, p, op)                      # raises with the details
-        a = view.arrays[p]
-        if a is None:
-            a = view.arrays[p] = self.transport.peer_array(view, p)
-        return a
+        return p
 
     def wait_dispatch(self, rank: int, seq: int):
         """Wait until ``rank`` has completed its dispatch number ``seq``."""
-        addr = self.control.done_seq_addr(rank)
-        if not native.wait_i32(addr, 1, seq, self._sleepers, 200_000, self.spin)[0]:
-            self._block_on(addr, 1, seq, C.DEP_WAIT, seq, -1, rank, 1, 1)
-
-    def _block_on(self, addr, cmp, expected, buf_id, index, loc, peer, cols, ndim):
-        """Slow path of a wait: publish what this rank waits for (the deadlock
-        detector reads it), then sleep in slices, re-checking abort/timeout."""
-        ctl, d = self.control, self.device
-        for slot, v in ((C.W_BUF, buf_id), (C.W_INDEX, index), (C.W_CMP, cmp),
-                        (C.W_EXPECTED, expected), (C.W_LOC, loc), (C.W_PEER, peer),
-                        (C.W_FUNC, self.func_id), (C.W_COLS, cols), (C.W_NDIM, ndim)):
-            ctl.set(d, slot, v)
-        self._gen += 1
-        ctl.set(d, C.GEN, self._gen)
-        ctl.set(d, C.STATE, C.BLOCKED)        # published before the re-check below
-        limit = self.config.wait_timeout_s
-        start = time.monotonic()
-        try:
-            while True:
-                ok, value = native.wait_i32(addr, cmp, expected, self._sleepers, _WAIT_SLICE_NS, 0)
-                if ok:
-                    return
-                if ctl.aborted():
-                    raise RankAborted()
-                if limit and time.monotonic() - start > limit:
-                    raise RuntimeFault(
-                        f"wait timed out after {limit:g} s: cell value {value}, expected "
-                        f"{'==' if cmp == 0 else '>='} {expected}", code="TC504",
-                        hint="RunConfig.wait_timeout_s bounds a single wait")
-        finally:
-            ctl.set(d, C.STATE, C.RUNNING)
+        ctl = self.control
+        if not ctl.wait_done(rank, seq, self.spin, None):
+            record = C.WaitRecord(C.DEP_WAIT, seq, 1, seq, -1, rank, self.func_id, 1, 1)
+            ctl.wait_done(rank, seq, 0, _Blocked(self, record))
 
     # -------------------------------------------------------------- tile RMA
     def remote_load(self, target, peer, offsets, shape, valid_shape=None):
-        src = self._remote(target, peer, "pld.tile.remote_load")
+        p = self._member(target, peer, "pld.tile.remote_load")
+        local = target.local
         if valid_shape is None:
-            return make_tile(region(src, offsets, shape, "pld.tile.remote_load region").copy())
+            idx = region_index(local, offsets, shape, "pld.tile.remote_load region")
+            t = np.empty(index_shape(idx), dtype=local.dtype)
+            self.transport.get(target.key, p, idx, t)
+            return make_tile(t)
         valid = [max(0, min(int(v), int(s), d - int(o)))
-                 for v, s, o, d in zip(valid_shape, shape, offsets, src.shape)]
-        t = np.zeros(tuple(shape), dtype=src.dtype)
-        t[tuple(slice(0, v) for v in valid)] = region(src, offsets, valid,
-                                                      "pld.tile.remote_load region")
+                 for v, s, o, d in zip(valid_shape, shape, offsets, local.shape)]
+        t = np.zeros(tuple(shape), dtype=local.dtype)
+        idx = region_index(local, offsets, valid, "pld.tile.remote_load region")
+        dst = t[tuple(slice(0, v) for v in valid)]
+        if dst.shape != index_shape(idx):
+            dst = dst.reshape(index_shape(idx))
+        self.transport.get(target.key, p, idx, dst)
         return make_tile(t, valid)
 
     def remote_store(self, src, target, peer, offsets, atomic=0):
-        remote = self._remote(target, peer, "remote_store")
+        p = self._member(target, peer, "remote_store")
         data = tile_valid(src) if hasattr(src, "valid") else np.asarray(arr(src))
         if data.ndim > 2:
             data = data.reshape(data.shape[-2:])
-        dst = region(remote, offsets, data.shape, "remote_store region")
-        write_region(dst, data, int(atomic))
+        idx = region_index(target.local, offsets, data.shape, "remote_store region")
+        self._put(target, p, idx, data, int(atomic))
+
+    def _put(self, view, p, idx, src, atomic):
+        shape = index_shape(idx)
+        if src.shape != shape:
+            src = src.reshape(shape)
+        if atomic:
+            check_atomic(view.local.dtype)       # before anything leaves this rank
+        elif src.dtype != view.local.dtype:
+            # the same casting rule a local store applies, checked before sending
+            src = src.astype(view.local.dtype, casting="same_kind")
+        self.transport.put(view.key, p, idx, src, atomic)
 
     # -------------------------------------------------------------- put / get
     def _transfer(self, op, window, peer, local, dst_offsets, src_offsets, shape, pushing):
-        """(dst, src) arrays of a put (pushing) or get; whole tensors or matching
-        sub-regions, all bounds-checked."""
-        remote = self._remote(window, peer, op)
-        dst, src = (remote, local) if pushing else (local, remote)
+        """(window member, index into the window, the local array) of a put
+        (pushing) or get; whole tensors or matching sub-regions, all
+        bounds-checked."""
+        p = self._member(window, peer, op)
+        remote = window.local                # same layout as every member's copy
         if shape is None:
-            if dst.shape != src.shape:
-                raise fault(f"{op}: src shape {src.shape} differs from dst shape {dst.shape}",
+            dshape, sshape = (remote.shape, local.shape) if pushing else \
+                (local.shape, remote.shape)
+            if dshape != sshape:
+                raise fault(f"{op}: src shape {sshape} differs from dst shape {dshape}",
                             code="TC503")
-            return dst, src
-        return (region(dst, dst_offsets, shape, f"{op} dst region"),
-                region(src, src_offsets, shape, f"{op} src region"))
+            return p, tuple(slice(0, n) for n in remote.shape), local
+        r_off, l_off = (dst_offsets, src_offsets) if pushing else (src_offsets, dst_offsets)
+        r_what, l_what = (f"{op} dst region", f"{op} src region") if pushing else \
+            (f"{op} src region", f"{op} dst region")
+        if pushing:
+            ridx = region_index(remote, r_off, shape, r_what)
+            lidx = region_index(local, l_off, shape, l_what)
+        else:
+            lidx = region_index(local, l_off, shape, l_what)
+            ridx = region_index(remote, r_off, shape, r_what)
+        return p, ridx, local[lidx]
 
     # chunk_rows/chunk_cols/pipeline size a hardware staging tile; on the CPU
     # one copy of the whole region moves the same bytes, faster
     def put(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, atomic=0,
             chunk_rows=0, chunk_cols=0, pipeline=False):
-        d, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets, src_offsets,
-                              shape, True)
-        write_region(d, s, int(atomic))
+        p, idx, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets,
+                                   src_offsets, shape, True)
+        self._put(dst, p, idx, s, int(atomic))
 
     def get(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, chunk_rows=0,
             chunk_cols=0, pipeline=False):
-        d, s = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets, src_offsets,
-                              shape, False)
-        np.copyto(d, s)
+        p, idx, d = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets,
+                                   src_offsets, shape, False)
+        self.transport.get(src.key, p, idx, d)

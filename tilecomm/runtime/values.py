@@ -5,6 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..transport.base import WindowKey
+from ..transport.memops import address  # noqa: F401  (re-exported)
+
 
 @dataclass(frozen=True)
 class WindowBuffer:
@@ -39,11 +42,11 @@ class WindowRef:
 
 
 class WindowView:
-    """A DistributedTensor inside a rank: this rank's copy (``local``) plus what
-    is needed to reach the same bytes in a peer's copy."""
+    """A DistributedTensor inside a rank: this rank's copy (``local``) plus the
+    key under which the transport reaches the same bytes in a peer's copy."""
 
-    __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "addrs",
-                 "cells", "arrays")
+    __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "key",
+                 "cells", "peers")
 
     def __init__(self, buffer: WindowBuffer, shape, dtype, local: np.ndarray, rank: int):
         self.buffer = buffer
@@ -53,21 +56,18 @@ class WindowView:
         self.rank = rank
         self.nranks = len(buffer.devices)
         self.strides = local.strides
-        # base address of each member's copy, filled on first use: signal ops
-        # then cost a few integer operations instead of an ndarray lookup
-        self.addrs = [0] * self.nranks
-        self.addrs[rank] = address(local)
-        self.cells: dict = {}      # (peer, offsets) -> (cell address, sleepers address)
-        self.arrays = [None] * self.nranks   # each member's copy as an ndarray, on first use
-        self.arrays[rank] = local
+        self.key = WindowKey(buffer.segments, buffer.devices, self.shape, np.dtype(dtype))
+        # (peer, offsets) -> the transport's cell handle, after the first
+        # bounds-checked lookup: a notify or a satisfied wait then costs one
+        # dict lookup and one transport call
+        self.cells: dict = {}
+        # each member's copy as a direct array where the transport offers one
+        # (None: not looked up yet, False: the transport cannot map it)
+        self.peers: list = [None] * self.nranks
+        self.peers[rank] = local
 
     def __repr__(self):
         return f"<window '{self.buffer.name}' {list(self.shape)} rank {self.rank}/{self.nranks}>"
-
-
-def address(a: np.ndarray) -> int:
-    """Address of an array's first element (cheaper than ``a.ctypes.data``)."""
-    return a.__array_interface__["data"][0]
 
 
 class Tile(np.ndarray):

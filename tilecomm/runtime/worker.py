@@ -9,11 +9,14 @@ import signal
 import threading
 import traceback
 
-from .. import _native_core as native
+import numpy as np
+
 from ..errors import UserError
+from ..transport.base import WindowKey
 from ..transport.segments import Segment
-from ..transport.shm import ShmTransport
 from . import control as C
+from . import messages as M
+from .arguments import HostSegments
 from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
 
@@ -30,28 +33,31 @@ def _die_with_parent():
 
 def worker_main(rank: int, ranks, conn) -> int:
     """Serve one rank until told to shut down: run dispatches in order; an
-    ``end`` closes one run of the host orchestrator (ranks may serve many)."""
+    ``EndRun`` closes one run of the host orchestrator (ranks may serve many).
+    Returns the process's exit code (``messages.EXIT_*``)."""
     # Ctrl-C reaches the whole process group; the controller alone handles it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     if os.getppid() != ranks.owner:
-        return 1
+        return M.EXIT_FAILED
+    ranks.transport.in_child(rank)
     images = dict(ranks.images)             # inherited; later ones arrive by message
-    control = C.ControlBlock(Segment.attach(ranks.control_segment.name), ranks.world)
-    transport = ShmTransport(control, rank)
+    control = C.ShmControlPlane(Segment.attach(ranks.control.segment.name), ranks.world)
+    transport = ranks.transport.endpoint(rank, ranks.world)
+    hosts = HostSegments()
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)
     inbox: queue.SimpleQueue = queue.SimpleQueue()
 
     def reader():
-        # drains the pipe continuously so the controller never blocks sending
+        # drains the channel continuously so the controller never blocks sending
         while True:
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
-                inbox.put(("eof",))
+                inbox.put(M.Disconnected())
                 return
             inbox.put(msg)
-            if msg[0] == "shutdown":
+            if isinstance(msg, M.Shutdown):
                 return
 
     threading.Thread(target=reader, daemon=True).start()
@@ -61,45 +67,48 @@ def worker_main(rank: int, ranks, conn) -> int:
             msg = inbox.get_nowait()
         except queue.Empty:
             if not finished:                # a finished rank stays FINISHED for the monitor
-                control.set(rank, C.STATE, C.IDLE)
+                control.set_state(rank, C.IDLE)
             msg = inbox.get()
-        kind = msg[0]
-        if kind == "eof":
-            return 2
-        if kind == "shutdown":
-            return 0
-        if kind == "image":
-            images[msg[1].key] = msg[1]
+        if isinstance(msg, M.Disconnected):
+            return M.EXIT_DISCONNECTED
+        if isinstance(msg, M.Shutdown):
+            return M.EXIT_OK
+        if isinstance(msg, M.LoadImage):
+            images[msg.image.key] = msg.image
             continue
-        control.set(rank, C.STATE, C.RUNNING)
-        finished = kind == "end"
+        control.set_state(rank, C.RUNNING)
+        finished = isinstance(msg, M.EndRun)
         if finished:
-            control.set(rank, C.STATE, C.FINISHED)
-            conn.send(("done", rank))
-            transport.close()               # unmap this run's segments (being unlinked)
+            control.set_state(rank, C.FINISHED)
+            conn.send(M.Done(rank))
+            transport.end_run()             # unmap this run's segments (being unlinked)
+            hosts.close()
             continue
-        _, key, fname, seq, args, deps, loc = msg
-        image = images[key]
+        if control.aborted():               # a peer failed: run nothing more
+            return M.EXIT_ABORTED
+        image = images[msg.image_key]
+        fname = msg.fname
         try:
             rc.func_id = image.func_names.index(fname)
-            for dep_rank, dep_seq in deps:
+            for dep_rank, dep_seq in msg.deps:
                 rc.wait_dispatch(dep_rank, dep_seq)
             shapes = image.param_shapes[fname]
-            vals = [_materialize(a, rank, transport, s) for a, s in zip(args, shapes)]
+            vals = [_materialize(a, rank, transport, hosts, s) for a, s in zip(msg.args, shapes)]
             image.function(fname)(rc, *vals)
         except RankAborted:
-            return 3
+            return M.EXIT_ABORTED
         except BaseException as e:                       # report, then stop this rank
-            control.set(rank, C.STATE, C.FAILED)
-            conn.send(("error", rank, fname) + format_failure(e, image, loc))
-            return 1
+            control.set_state(rank, C.FAILED)
+            summary, text, (etype, code, span) = format_failure(e, image, msg.loc)
+            conn.send(M.Failed(rank, fname, summary, text, etype, code, span))
+            return M.EXIT_FAILED
         # publish progress for host-tensor dependencies of other ranks
-        native.notify_i32(control.done_seq_addr(rank), 1, seq, 0)
+        control.publish_done(rank, msg.seq)
 
 
-def _materialize(desc, rank, transport, shape):
+def _materialize(desc, rank, transport, hosts, shape):
     if isinstance(desc, HostRef):
-        a = transport.array(desc.segment, desc.dtype, desc.shape, desc.offset, desc.strides)
+        a = hosts.array(desc)
         return a.reshape(shape) if shape is not None and a.shape != shape else a
     if isinstance(desc, WindowRef):
         buf = desc.buffer
@@ -107,9 +116,9 @@ def _materialize(desc, rank, transport, shape):
             raise UserError(f"window '{buf.name}' was passed to rank {rank}, which is not in its "
                             f"comm domain {list(buf.devices)}", code="TC503")
         member = buf.domain_rank(rank)
-        view_shape = shape if shape is not None else desc.shape
-        local = transport.window_array(buf, member, view_shape, desc.dtype)
-        return WindowView(buf, view_shape, desc.dtype, local, member)
+        view_shape = tuple(shape if shape is not None else desc.shape)
+        key = WindowKey(buf.segments, buf.devices, view_shape, np.dtype(desc.dtype))
+        return WindowView(buf, view_shape, desc.dtype, transport.local(key, member), member)
     return desc
 
 

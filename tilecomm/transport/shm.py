@@ -1,46 +1,140 @@
 """Shared-memory transport: every rank maps every member's window segment, so a
 remote access is a plain (or atomic) memory operation at the same byte offset
-in the peer's segment."""
+in the peer's segment, and a direct view of a peer's copy is free.
+
+Wake-ups: each rank has an int32 "sleepers" counter (in a small segment of the
+transport's own, one cache line per rank so that counters of different ranks
+never share a line).  A waiter counts itself there before it sleeps; a notify
+pays for the FUTEX_WAKE syscall only when the receiving rank's counter is
+nonzero.  Why that cannot lose a wake-up is argued in native_core.c.
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from .. import _native_core as native
+from .base import Endpoint, TransportHost, WaitHooks, WindowKey
+from .memops import write_region
 from .segments import Segment
 
+__all__ = ["ShmEndpoint", "ShmHost", "sleep_wait"]
 
-class ShmTransport:
+LINE = 64                        # bytes per rank in the sleepers segment
+SPIN_WINDOW_NS = 200_000         # bound of the spin + yield phase of try_wait
+SLICE_NS = 20_000_000            # a blocked wait calls hooks.check this often
+
+_notify_i32 = native.notify_i32  # module globals: one lookup less on the hottest path
+_wait_i32 = native.wait_i32
+
+
+def sleep_wait(addr: int, cmp: int, expected: int, sleepers: int, hooks: WaitHooks) -> None:
+    """The blocking part of a wait on the int32 at ``addr``.  ``hooks.blocked``
+    runs before the first (re-)check, so a waiter that the monitor sees as
+    blocked has looked at the cell after it said so."""
+    hooks.blocked()
+    try:
+        while True:
+            ok, value = _wait_i32(addr, cmp, expected, sleepers, SLICE_NS, 0)
+            if ok:
+                return
+            hooks.check(value)
+    finally:
+        hooks.unblocked()
+
+
+class ShmHost(TransportHost):
     name = "shm"
 
-    def __init__(self, control, device: int):
-        self.control = control
-        self.device = device
-        self._segments: dict[str, Segment] = {}
-        self._arrays: dict = {}
+    def __init__(self, world: int, new_segment):
+        self.world = world
+        self.sleepers_segment = new_segment(world * LINE)
+        self._windows: dict[str, Segment] = {}
 
-    def segment(self, name: str) -> Segment:
+    def allocate(self, run, nbytes: int, members: tuple) -> tuple:
+        names = []
+        for _ in members:
+            seg = run.new_segment(nbytes)
+            self._windows[seg.name] = seg
+            names.append(seg.name)
+        return tuple(names)
+
+    def read_cell(self, handle, byte_offset: int) -> int:
+        return native.load_i32(self._windows[handle].addr + byte_offset)
+
+    def wake(self, handle, byte_offset: int) -> None:
+        seg = self._windows.get(handle)
+        if seg is not None:
+            native.futex_wake(seg.addr + byte_offset, -1)
+
+    def end_run(self, run) -> None:
+        self._windows.clear()          # the run closes and unlinks the segments
+
+    def endpoint(self, device: int, world: int) -> "ShmEndpoint":
+        return ShmEndpoint(device, Segment.attach(self.sleepers_segment.name))
+
+    def close(self) -> None:
+        self._windows.clear()
+        self.sleepers_segment.close()
+        self.sleepers_segment.unlink()
+
+
+class ShmEndpoint(Endpoint):
+    name = "shm"
+
+    def __init__(self, device: int, sleepers: Segment):
+        self.device = device
+        self._sleepers_segment = sleepers
+        self._sleepers_of = lambda d: sleepers.addr + d * LINE
+        self.sleepers = self._sleepers_of(device)
+        self._segments: dict[str, Segment] = {}
+        self._views: dict = {}
+
+    def _segment(self, name: str) -> Segment:
         seg = self._segments.get(name)
         if seg is None:
             seg = self._segments[name] = Segment.attach(name)
         return seg
 
-    def array(self, segment: str, dtype, shape, offset=0, strides=None) -> np.ndarray:
-        return self.segment(segment).ndarray(dtype, shape, offset=offset, strides=strides)
-
-    def window_array(self, buffer, member: int, shape, dtype) -> np.ndarray:
-        """Member ``member`` (domain rank) copy of ``buffer`` viewed as shape/dtype."""
-        key = (buffer.id, member, tuple(shape), dtype)
-        a = self._arrays.get(key)
+    def _view(self, key: WindowKey, member: int) -> np.ndarray:
+        a = self._views.get((key, member))
         if a is None:
-            a = self._arrays[key] = self.array(buffer.segments[member], dtype, shape)
+            a = self._views[(key, member)] = self._segment(key.segments[member]).ndarray(
+                key.dtype, key.shape)
         return a
 
-    def peer_array(self, view, peer: int) -> np.ndarray:
-        if peer == view.rank:
-            return view.local
-        return self.window_array(view.buffer, peer, view.shape, view.local.dtype)
+    local = _view
+    peer_view = _view
 
-    def close(self) -> None:
-        self._arrays.clear()
+    def put(self, key, member, index, src, atomic):
+        write_region(self._view(key, member)[index], src, atomic)
+
+    def get(self, key, member, index, dst):
+        np.copyto(dst, self._view(key, member)[index])
+
+    def cell(self, key, member, byte_offset):
+        return (self._segment(key.segments[member]).addr + byte_offset,
+                self._sleepers_of(key.devices[member]))
+
+    def signal(self, cell, op, value):
+        # seq_cst store/add; the receiver's sleepers count decides whether a
+        # futex wake (a syscall) is needed at all
+        _notify_i32(cell[0], op, value, cell[1])
+
+    def read_cell(self, cell):
+        return native.load_i32(cell[0])
+
+    def try_wait(self, cell, cmp, expected, spin):
+        return _wait_i32(cell[0], cmp, expected, self.sleepers, SPIN_WINDOW_NS, spin)[0]
+
+    def wait(self, cell, cmp, expected, hooks):
+        sleep_wait(cell[0], cmp, expected, self.sleepers, hooks)
+
+    def end_run(self):
+        self._views.clear()
         for seg in self._segments.values():
-            seg.close()
+            seg.close()                  # unmapped once the last view of it is gone
         self._segments.clear()
+
+    def close(self):
+        self.end_run()
+        self._sleepers_segment.close()

@@ -1,0 +1,141 @@
+"""Launchers: how the rank processes come to exist, how the controller talks to
+them, and how they end.  ``Launcher`` is the interface the controller uses;
+``ForkLauncher`` forks one worker per rank from the calling process, with a
+duplex pipe per rank as its channel.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from abc import ABC, abstractmethod
+from multiprocessing.connection import Pipe, wait as mp_wait
+from typing import Callable
+
+__all__ = ["ForkLauncher", "Launcher"]
+
+
+class Launcher(ABC):
+    world: int
+
+    @property
+    @abstractmethod
+    def started(self) -> bool: ...
+
+    @abstractmethod
+    def start(self, rank_main: Callable[[int, object], int]) -> None:
+        """Start one process per rank running ``rank_main(rank, channel)``;
+        its return value is the process's exit code."""
+
+    @abstractmethod
+    def send(self, rank: int, msg) -> None:
+        """Send a message to a rank; a rank that is gone is ignored here (the
+        monitor reports why)."""
+
+    @abstractmethod
+    def receive(self, ranks, timeout: float) -> list:
+        """(rank, message) pairs from any of ``ranks`` within ``timeout``;
+        message None means that rank's channel closed."""
+
+    @abstractmethod
+    def exit_code(self, rank: int, wait: bool = True):
+        """The rank's exit code (negative: killed by that signal), or None if it
+        is still running and ``wait`` is False."""
+
+    @abstractmethod
+    def stop(self, grace: float = 0.0) -> dict:
+        """Let ranks exit on their own for up to ``grace`` seconds, then kill
+        the rest; returns {rank: exit code}.  Idempotent."""
+
+
+class ForkLauncher(Launcher):
+    def __init__(self, world: int):
+        self.world = world
+        self.workers: list = []          # (pid, conn) per rank
+        self._codes: dict = {}           # rank -> exit code, once reaped
+
+    @property
+    def started(self) -> bool:
+        return bool(self.workers)
+
+    def start(self, rank_main):
+        for rank in range(self.world):
+            parent, child = Pipe(duplex=True)
+            pid = os.fork()
+            if pid == 0:                   # child: never returns into the caller's code
+                code = 1
+                try:
+                    parent.close()
+                    for _, c in self.workers:
+                        c.close()
+                    code = rank_main(rank, child)
+                finally:
+                    os._exit(code)
+            child.close()
+            self.workers.append((pid, parent))
+
+    def send(self, rank, msg):
+        try:
+            self.workers[rank][1].send(msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            pass
+
+    def receive(self, ranks, timeout):
+        conns = {self.workers[r][1]: r for r in ranks}
+        out = []
+        for conn in mp_wait(list(conns), timeout=timeout):
+            rank = conns[conn]
+            try:
+                out.append((rank, conn.recv()))
+            except (EOFError, OSError):
+                out.append((rank, None))
+        return out
+
+    def _reap(self, rank: int, block: bool):
+        if rank in self._codes:
+            return self._codes[rank]
+        pid = self.workers[rank][0]
+        try:
+            done, st = os.waitpid(pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            self._codes[rank] = None
+            return None
+        if not done:
+            return None
+        code = -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+        self._codes[rank] = code
+        return code
+
+    def exit_code(self, rank, wait=True):
+        return self._reap(rank, wait)
+
+    def stop(self, grace=0.0):
+        if not self.workers:
+            return dict(self._codes)
+        deadline = time.monotonic() + grace
+        pending = [r for r in range(len(self.workers)) if r not in self._codes]
+        while pending and time.monotonic() < deadline:
+            pending = [r for r in pending if self._reap(r, False) is None and r not in self._codes]
+            if pending:
+                time.sleep(0.001)
+        for r in pending:
+            try:
+                os.kill(self.workers[r][0], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for r in range(len(self.workers)):
+            self._reap(r, True)
+        for _, conn in self.workers:
+            conn.close()
+        self.workers = []
+        codes, self._codes = dict(self._codes), {}
+        return codes
+
+
+def describe_exit(code) -> str:
+    """``exited with status 1`` / ``was killed by SIGKILL`` (``exited`` if unknown)."""
+    if code is None:
+        return "exited"
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"

@@ -1,0 +1,110 @@
+"""Watching a run: collect Done / Failed messages, notice dead ranks, and
+detect a deadlock exactly at quiescence.
+
+The monitor reads rank states and wait records through the control plane
+and cell values through the transport; it never touches rank memory itself.
+"""
+from __future__ import annotations
+
+import time
+
+from ..errors import DeadlockError, RankFailure
+from ..tools.deadlock import BlockedWait, NotifierSet, deadlock_report
+from . import control as C
+from .launcher import describe_exit
+from .messages import Done, Failed
+
+POLL_S = 0.02
+
+
+def monitor(run) -> None:
+    """Return once every rank reported Done; raise on the first failure."""
+    ranks = run.ranks
+    quiet_since = None
+    while len(run.done) < run.world:
+        live = [r for r in range(run.world) if r not in run.done]
+        for rank, msg in ranks.launcher.receive(live, POLL_S):
+            if msg is None:
+                raise rank_died(ranks.launcher, rank)
+            if isinstance(msg, Done):
+                run.done.add(rank)
+            elif isinstance(msg, Failed):
+                raise rank_error(msg)
+        blocked = quiescent(run)
+        if blocked is None:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= run.config.deadlock_timeout_s:
+            raise DeadlockError(deadlock_report(blocked, run.world, run.done),
+                                [b.as_dict() for b in blocked])
+
+
+def rank_died(launcher, rank) -> RankFailure:
+    status = describe_exit(launcher.exit_code(rank))
+    return RankFailure(f"rank {rank} {status} before finishing its dispatches", rank=rank)
+
+
+def rank_error(msg: Failed) -> RankFailure:
+    e = RankFailure(f"rank {msg.rank} failed in {msg.fname}: {msg.summary}\n{msg.text}",
+                    rank=msg.rank, traceback_text=msg.text)
+    e.error_type, e.error_code, e.span = msg.error_type, msg.error_code, msg.span
+    return e
+
+
+def quiescent(run):
+    """Blocked waits if every live rank is blocked on a false condition, else None."""
+    control = run.ranks.control
+    live = [r for r in range(run.world) if r not in run.done]
+    if not live:
+        return None
+    before = control.snapshot(live)
+    if any(s.state != C.BLOCKED for s in before):
+        return None
+    blocked = []
+    for rank, status in zip(live, before):
+        b = blocked_wait(run, rank, status.wait)
+        if b is None or b.satisfied:
+            return None
+        blocked.append(b)
+    after = control.snapshot(live)
+    if [(s.state, s.gen) for s in after] != [(s.state, s.gen) for s in before]:
+        return None                        # someone moved while we looked
+    return blocked
+
+
+def blocked_wait(run, rank: int, w: C.WaitRecord):
+    """The typed record of rank ``rank``'s published wait, its cell read now."""
+    exe = run.executable
+    names = exe.image.func_names
+    fn = exe.prog.functions.get(names[w.func]) if 0 <= w.func < len(names) else None
+    span = exe.span(w.loc)
+    cols = max(w.cols, 1)
+    cell = (w.index // cols, w.index % cols) if w.ndim == 2 else (w.index,)
+    common = dict(rank=rank, cmp=w.cmp, expected=w.expected, span=span, cell=cell,
+                  dispatch=fn.py_name if fn else None, function=span.func if span else None)
+    if w.buffer == C.DEP_WAIT:
+        return BlockedWait(kind="dispatch", peer=w.peer, value=run.ranks.control.done_seq(w.peer),
+                           **common)
+    buf = run.buffers.get(w.buffer)
+    if buf is None or rank not in buf.devices:
+        return None
+    handle = buf.segments[buf.domain_rank(rank)]
+    value = run.ranks.transport.read_cell(handle, 4 * w.index)
+    rec = exe.prog.buffers[w.buffer]
+    notifiers = NotifierSet({d: sorted(f) for d, f in sorted(rec.notifiers.items())})
+    return BlockedWait(kind="signal", buffer=buf.name, index=w.index, value=value,
+                       notifiers=notifiers, **common)
+
+
+def wake_blocked(run) -> None:
+    """After an abort: wake every rank asleep on a window cell now, instead of
+    at the end of its sleep slice."""
+    control = run.ranks.control
+    for rank, status in zip(range(run.world), control.snapshot(range(run.world))):
+        w = status.wait
+        if w is None or w.buffer == C.DEP_WAIT:
+            continue
+        buf = run.buffers.get(w.buffer)
+        if buf is not None and rank in buf.devices:
+            run.ranks.transport.wake(buf.segments[buf.domain_rank(rank)], 4 * w.index)

@@ -1,0 +1,103 @@
+"""Deadlock analysis on typed records.
+
+The monitor turns every blocked rank's published wait into a ``BlockedWait``
+(what it waits for, the cell's value, who could still write that cell); when
+every live rank is blocked on a false condition, ``deadlock_report`` explains
+why nothing can release any of them.  Whatever else learns to block (deferred
+waits, collectives) adds a record kind here, not a case in the launcher.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["BlockedWait", "NotifierSet", "deadlock_report", "satisfied"]
+
+CMP_NAMES = {0: "Eq", 1: "Ge"}
+
+
+def satisfied(cmp: int, value: int, expected: int) -> bool:
+    return value == expected if cmp == 0 else value >= expected
+
+
+@dataclass(frozen=True)
+class NotifierSet:
+    """Which dispatches notify into a window: {device: sorted function names}."""
+
+    by_device: dict = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_device)
+
+
+@dataclass(frozen=True)
+class BlockedWait:
+    """One rank's blocked wait, with the awaited cell's value when observed.
+
+    ``kind`` "signal": a ``pld.system.wait`` on cell ``cell`` of window
+    ``buffer``; "dispatch": a wait for rank ``peer`` to finish dispatch
+    number ``expected`` (a host tensor dependency)."""
+
+    rank: int
+    kind: str
+    cmp: int
+    expected: int
+    value: int
+    span: object = None              # where the wait is in user source
+    function: str | None = None      # the function containing it
+    dispatch: str | None = None      # the function the host dispatched
+    cell: tuple = ()
+    buffer: str | None = None
+    index: int = 0
+    peer: int = -1
+    notifiers: NotifierSet = NotifierSet()
+
+    @property
+    def satisfied(self) -> bool:
+        return satisfied(self.cmp, self.value, self.expected)
+
+    def as_dict(self) -> dict:
+        """The public form (``DeadlockError.blocked``)."""
+        d = {"rank": self.rank, "cmp": CMP_NAMES.get(self.cmp, "Ge"), "expected": self.expected,
+             "span": self.span, "cell": list(self.cell), "dispatch": self.dispatch,
+             "function": self.function, "kind": self.kind, "value": self.value,
+             "satisfied": self.satisfied}
+        if self.kind == "dispatch":
+            d["peer"] = self.peer
+        else:
+            d.update(buffer=self.buffer, index=self.index,
+                     notifiers=dict(self.notifiers.by_device))
+        return d
+
+
+def deadlock_report(blocked: list, world: int, finished) -> str:
+    """The text of a DeadlockError: every blocked wait and who could release it."""
+    lines = [f"deadlock: every live rank is blocked and no rank can release any of them "
+             f"({len(blocked)} blocked, {world - len(blocked)} finished)"]
+    finished = sorted(finished)
+    for b in blocked:
+        where = f" at {b.span}" if b.span else ""
+        if b.kind == "dispatch":
+            lines.append(f"  rank {b.rank}: waits for rank {b.peer} to finish dispatch "
+                         f"#{b.expected} (it has finished #{b.value}): a host tensor "
+                         f"dependency")
+            continue
+        cmp = CMP_NAMES.get(b.cmp, "Ge")
+        op = "==" if cmp == "Eq" else ">="
+        func = f" in {b.function}" if b.function else ""
+        if b.dispatch and b.dispatch != b.function:
+            func += f" (dispatched as {b.dispatch})"
+        cell = ", ".join(map(str, b.cell))
+        lines.append(f"  rank {b.rank}: pld.system.wait{where}{func}")
+        lines.append(f"      cell {b.buffer}[{cell}] = {b.value} on rank {b.rank}, "
+                     f"waiting for {op} {b.expected} (WaitCmp.{cmp})")
+        if b.notifiers:
+            who = ", ".join(f"rank {d} ({', '.join(fs)}, "
+                            f"{'finished' if d in finished else 'blocked'})"
+                            for d, fs in b.notifiers.by_device.items())
+            lines.append(f"      notifies into {b.buffer!r} come from: {who}")
+        else:
+            lines.append(f"      no dispatch of this program notifies window '{b.buffer}': "
+                         f"nothing can ever release this wait")
+    lines.append("  hint: every rank's notify must come before its wait, values must reach the "
+                 "expected threshold, and hand-rolled signals are not self-clearing")
+    return "\n".join(lines)

@@ -1,0 +1,274 @@
+"""Copy-only transport: a rank maps its own window copies and nothing else;
+every byte bound for or read from a peer moves through an explicit request, the
+way an RMA network backend moves it.
+
+The "network" is a service thread in the controller process (it allocated the
+windows, so it can reach every copy), one duplex pipe per rank.  A request is
+answered only once it has been applied at the target, so every operation is
+complete in program order when the call returns (put-then-notify needs no
+flush).  Signal updates at the target are the native seq_cst store / add
+followed by an unconditional futex wake, so a rank sleeping on its own cell
+(local memory) is woken exactly as with the shared-memory transport; waits
+pass no sleepers counter, so no wake can be skipped.
+
+Operations on the rank's own copy (a notify to itself, a put to itself) are
+local memory operations, not requests.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Pipe, wait as mp_wait
+
+import numpy as np
+
+from .. import _native_core as native
+from .base import Endpoint, TransportHost, WindowKey
+from .memops import address, write_region
+from .segments import Segment
+from .shm import SPIN_WINDOW_NS, sleep_wait
+
+__all__ = ["CopyEndpoint", "CopyHost"]
+
+
+# ------------------------------------------------------------------ requests
+@dataclass(frozen=True)
+class PutRequest:
+    segment: str
+    shape: tuple
+    dtype: str
+    index: tuple
+    data: np.ndarray
+    atomic: bool
+
+
+@dataclass(frozen=True)
+class GetRequest:
+    segment: str
+    shape: tuple
+    dtype: str
+    index: tuple
+
+
+@dataclass(frozen=True)
+class SignalRequest:
+    segment: str
+    byte_offset: int
+    op: int
+    value: int
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    segment: str
+    byte_offset: int
+
+
+@dataclass(frozen=True)
+class Reply:
+    value: object = None
+    error: BaseException | None = None
+
+
+# ------------------------------------------------------------------ controller
+class CopyHost(TransportHost):
+    name = "copy"
+
+    def __init__(self, world: int, new_segment):
+        self.world = world
+        self._links = [Pipe(duplex=True) for _ in range(world)]   # (service end, rank end)
+        self._wake_r, self._wake_w = Pipe(duplex=False)
+        self._segments: dict[str, Segment] = {}
+        self._lock = threading.Lock()    # the service applies requests; end_run unmaps
+        self._thread: threading.Thread | None = None
+        self._stop = False
+
+    # -- windows
+    def allocate(self, run, nbytes, members):
+        names = []
+        for _ in members:
+            seg = run.new_segment(nbytes)
+            with self._lock:
+                self._segments[seg.name] = seg
+            names.append(seg.name)
+        return tuple(names)
+
+    def _seg(self, name: str) -> Segment:
+        seg = self._segments.get(name)
+        if seg is None:
+            raise RuntimeError(f"window segment {name} is not part of the current run")
+        return seg
+
+    def read_cell(self, handle, byte_offset):
+        with self._lock:
+            return native.load_i32(self._seg(handle).addr + byte_offset)
+
+    def wake(self, handle, byte_offset):
+        with self._lock:
+            seg = self._segments.get(handle)
+            if seg is not None:
+                native.futex_wake(seg.addr + byte_offset, -1)
+
+    def start_run(self, run):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="tilecomm-copy-transport",
+                                            daemon=True)
+            self._thread.start()
+
+    def end_run(self, run):
+        with self._lock:
+            self._segments.clear()       # the run closes and unlinks them
+
+    # -- ranks
+    def endpoint(self, device, world):
+        return CopyEndpoint(device, self._links[device][1])
+
+    def in_child(self, device):
+        for d, (service, rank_end) in enumerate(self._links):
+            service.close()
+            if d != device:
+                rank_end.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def started(self):
+        """In the controller, once every rank has been forked."""
+        for _, rank_end in self._links:
+            rank_end.close()
+
+    # -- the service
+    def _serve(self):
+        conns = [service for service, _ in self._links]
+        live = set(conns)
+        while live and not self._stop:
+            for conn in mp_wait(list(live) + [self._wake_r]):
+                if conn is self._wake_r:
+                    return
+                try:
+                    req = conn.recv()
+                except (EOFError, OSError):
+                    live.discard(conn)       # that rank is gone
+                    continue
+                try:
+                    with self._lock:
+                        reply = Reply(self._apply(req))
+                except BaseException as e:   # reported to the requesting rank
+                    reply = Reply(error=e)
+                try:
+                    conn.send(reply)
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    live.discard(conn)
+
+    def _apply(self, req):
+        if isinstance(req, SignalRequest):
+            native.notify_i32(self._seg(req.segment).addr + req.byte_offset, req.op, req.value,
+                              0)
+            return None
+        if isinstance(req, PutRequest):
+            dst = self._seg(req.segment).ndarray(req.dtype, req.shape)[req.index]
+            write_region(dst, req.data, req.atomic)
+            return None
+        if isinstance(req, GetRequest):
+            return self._seg(req.segment).ndarray(req.dtype, req.shape)[req.index].copy()
+        if isinstance(req, ReadRequest):
+            return native.load_i32(self._seg(req.segment).addr + req.byte_offset)
+        raise TypeError(f"unknown transport request {type(req).__name__}")
+
+    def close(self):
+        self._stop = True
+        if self._thread is not None:
+            try:
+                self._wake_w.send(None)
+            except OSError:
+                pass
+            self._thread.join()
+            self._thread = None
+        for service, rank_end in self._links:
+            service.close()
+            rank_end.close()
+        self._wake_r.close()
+        self._wake_w.close()
+        self._segments.clear()
+
+
+# ------------------------------------------------------------------ rank side
+class CopyEndpoint(Endpoint):
+    name = "copy"
+
+    def __init__(self, device: int, conn):
+        self.device = device
+        self._conn = conn
+        self._own: dict[str, Segment] = {}
+        self._views: dict = {}
+
+    def _mine(self, key: WindowKey, member: int) -> bool:
+        return key.devices[member] == self.device
+
+    def _own_segment(self, name: str) -> Segment:
+        seg = self._own.get(name)
+        if seg is None:
+            seg = self._own[name] = Segment.attach(name)
+        return seg
+
+    def local(self, key, member):
+        if not self._mine(key, member):
+            raise ValueError(f"rank {self.device} cannot map member {member}'s copy of a window")
+        a = self._views.get(key)
+        if a is None:
+            a = self._views[key] = self._own_segment(key.segments[member]).ndarray(
+                key.dtype, key.shape)
+        return a
+
+    def _request(self, req):
+        self._conn.send(req)
+        reply = self._conn.recv()
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+    def put(self, key, member, index, src, atomic):
+        if self._mine(key, member):
+            write_region(self.local(key, member)[index], src, atomic)
+            return
+        self._request(PutRequest(key.segments[member], key.shape, key.dtype, index,
+                                 np.ascontiguousarray(src), bool(atomic)))
+
+    def get(self, key, member, index, dst):
+        if self._mine(key, member):
+            np.copyto(dst, self.local(key, member)[index])
+            return
+        np.copyto(dst, self._request(GetRequest(key.segments[member], key.shape, key.dtype,
+                                                index)))
+
+    def cell(self, key, member, byte_offset):
+        if self._mine(key, member):
+            return (address(self.local(key, member)) + byte_offset, None, 0)
+        return (0, key.segments[member], byte_offset)
+
+    def signal(self, cell, op, value):
+        if cell[0]:
+            native.notify_i32(cell[0], op, value, 0)
+        else:
+            self._request(SignalRequest(cell[1], cell[2], op, value))
+
+    def read_cell(self, cell):
+        if cell[0]:
+            return native.load_i32(cell[0])
+        return self._request(ReadRequest(cell[1], cell[2]))
+
+    def try_wait(self, cell, cmp, expected, spin):
+        return native.wait_i32(cell[0], cmp, expected, 0, SPIN_WINDOW_NS, spin)[0]
+
+    def wait(self, cell, cmp, expected, hooks):
+        sleep_wait(cell[0], cmp, expected, 0, hooks)
+
+    def end_run(self):
+        self._views.clear()
+        for seg in self._own.values():
+            seg.close()
+        self._own.clear()
+
+    def close(self):
+        self.end_run()
+        self._conn.close()
+
