@@ -128,11 +128,16 @@ class RankContext(KernelOps):
         view.cells[(peer, offsets)] = cell
         return cell
 
-    def _member(self, view: WindowView, peer, op: str) -> int:
+    def _member(self, view: WindowView, peer, op: str):
+        """The transport's handle of member ``peer``'s copy (peer bounds-checked;
+        cached on the view)."""
         p = peer if type(peer) is int else int(peer)
         if not 0 <= p < view.nranks:
             self._peer(view, p, op)                      # raises with the details
-        return p
+        h = view.peers[p]
+        if h is None:
+            h = view.peers[p] = self.transport.window(view.key, p)
+        return h
 
     def wait_dispatch(self, rank: int, seq: int):
         """Wait until ``rank`` has completed its dispatch number ``seq``."""
@@ -143,12 +148,12 @@ class RankContext(KernelOps):
 
     # -------------------------------------------------------------- tile RMA
     def remote_load(self, target, peer, offsets, shape, valid_shape=None):
-        p = self._member(target, peer, "pld.tile.remote_load")
+        h = self._member(target, peer, "pld.tile.remote_load")
         local = target.local
         if valid_shape is None:
             idx = region_index(local, offsets, shape, "pld.tile.remote_load region")
             t = np.empty(index_shape(idx), dtype=local.dtype)
-            self.transport.get(target.key, p, idx, t)
+            self.transport.get(h, idx, t)
             return make_tile(t)
         valid = [max(0, min(int(v), int(s), d - int(o)))
                  for v, s, o, d in zip(valid_shape, shape, offsets, local.shape)]
@@ -157,34 +162,31 @@ class RankContext(KernelOps):
         dst = t[tuple(slice(0, v) for v in valid)]
         if dst.shape != index_shape(idx):
             dst = dst.reshape(index_shape(idx))
-        self.transport.get(target.key, p, idx, dst)
+        self.transport.get(h, idx, dst)
         return make_tile(t, valid)
 
     def remote_store(self, src, target, peer, offsets, atomic=0):
-        p = self._member(target, peer, "remote_store")
+        h = self._member(target, peer, "remote_store")
         data = tile_valid(src) if hasattr(src, "valid") else np.asarray(arr(src))
         if data.ndim > 2:
             data = data.reshape(data.shape[-2:])
         idx = region_index(target.local, offsets, data.shape, "remote_store region")
-        self._put(target, p, idx, data, int(atomic))
+        self._put(target, h, idx, data, int(atomic))
 
-    def _put(self, view, p, idx, src, atomic):
-        shape = index_shape(idx)
-        if src.shape != shape:
-            src = src.reshape(shape)
+    def _put(self, view, h, idx, src, atomic):
         if atomic:
             check_atomic(view.local.dtype)       # before anything leaves this rank
         elif src.dtype != view.local.dtype:
             # the same casting rule a local store applies, checked before sending
             src = src.astype(view.local.dtype, casting="same_kind")
-        self.transport.put(view.key, p, idx, src, atomic)
+        self.transport.put(h, idx, src, atomic)
 
     # -------------------------------------------------------------- put / get
     def _transfer(self, op, window, peer, local, dst_offsets, src_offsets, shape, pushing):
-        """(window member, index into the window, the local array) of a put
-        (pushing) or get; whole tensors or matching sub-regions, all
+        """(the peer copy's transport handle, index into it, the local array) of
+        a put (pushing) or get; whole tensors or matching sub-regions, all
         bounds-checked."""
-        p = self._member(window, peer, op)
+        h = self._member(window, peer, op)
         remote = window.local                # same layout as every member's copy
         if shape is None:
             dshape, sshape = (remote.shape, local.shape) if pushing else \
@@ -192,7 +194,7 @@ class RankContext(KernelOps):
             if dshape != sshape:
                 raise fault(f"{op}: src shape {sshape} differs from dst shape {dshape}",
                             code="TC503")
-            return p, tuple(slice(0, n) for n in remote.shape), local
+            return h, (), local
         r_off, l_off = (dst_offsets, src_offsets) if pushing else (src_offsets, dst_offsets)
         r_what, l_what = (f"{op} dst region", f"{op} src region") if pushing else \
             (f"{op} src region", f"{op} dst region")
@@ -202,18 +204,18 @@ class RankContext(KernelOps):
         else:
             lidx = region_index(local, l_off, shape, l_what)
             ridx = region_index(remote, r_off, shape, r_what)
-        return p, ridx, local[lidx]
+        return h, ridx, local[lidx]
 
     # chunk_rows/chunk_cols/pipeline size a hardware staging tile; on the CPU
     # one copy of the whole region moves the same bytes, faster
     def put(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, atomic=0,
             chunk_rows=0, chunk_cols=0, pipeline=False):
-        p, idx, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets,
+        h, idx, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets,
                                    src_offsets, shape, True)
-        self._put(dst, p, idx, s, int(atomic))
+        self._put(dst, h, idx, s, int(atomic))
 
     def get(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, chunk_rows=0,
             chunk_cols=0, pipeline=False):
-        p, idx, d = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets,
+        h, idx, d = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets,
                                    src_offsets, shape, False)
-        self.transport.get(src.key, p, idx, d)
+        self.transport.get(h, idx, d)

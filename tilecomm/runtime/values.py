@@ -61,10 +61,8 @@ class WindowView:
         # bounds-checked lookup: a notify or a satisfied wait then costs one
         # dict lookup and one transport call
         self.cells: dict = {}
-        # each member's copy as a direct array where the transport offers one
-        # (None: not looked up yet, False: the transport cannot map it)
+        # the transport's handle of each member's copy, on first use
         self.peers: list = [None] * self.nranks
-        self.peers[rank] = local
 
     def __repr__(self):
         return f"<window '{self.buffer.name}' {list(self.shape)} rank {self.rank}/{self.nranks}>"

@@ -12,9 +12,9 @@ Two halves, because windows are allocated by the controller and used by ranks:
   optionally, a direct array view of a peer's copy where memory is shared.
 
 Windows are symmetric: every member's copy has the same size, and a view of it
-(``WindowView``: shape, dtype) the same layout, so a remote region is named by
-``(window, member, index)`` where ``index`` is a tuple of slices computed (and
-bounds-checked) by the rank runtime on its own copy.  A transport never checks
+(``WindowKey``: shape, dtype) the same layout, so a remote region is named by
+a window handle (``Endpoint.window(key, member)``) and an ``index``, a tuple
+of slices computed (and bounds-checked) by the rank runtime on its own copy.  A transport never checks
 bounds or types; the rank runtime never touches a peer's memory itself.
 
 Completion: every put, get, signal and atomic add is complete at the target
@@ -88,14 +88,19 @@ class Endpoint(ABC):
 
     # ----------------------------------------------------------- data
     @abstractmethod
-    def put(self, key: WindowKey, member: int, index: tuple, src: np.ndarray,
-            atomic: bool) -> None:
-        """Write ``src`` into ``copy[index]`` of member ``member`` (``+=``
-        element-wise atomically if ``atomic``).  ``src`` has the region's shape."""
+    def window(self, key: WindowKey, member: int):
+        """An opaque handle for member ``member``'s copy of a window view;
+        ranks cache it per view, so put / get skip any lookup."""
 
     @abstractmethod
-    def get(self, key: WindowKey, member: int, index: tuple, dst: np.ndarray) -> None:
-        """Copy ``copy[index]`` of member ``member`` into ``dst`` (same shape)."""
+    def put(self, window, index: tuple, src: np.ndarray, atomic: bool) -> None:
+        """Write ``src`` into ``copy[index]`` of a ``window`` handle (``+=``
+        element-wise atomically if ``atomic``).  ``src`` has the region's size;
+        ``index`` ``()`` is the whole view."""
+
+    @abstractmethod
+    def get(self, window, index: tuple, dst: np.ndarray) -> None:
+        """Copy ``copy[index]`` of a ``window`` handle into ``dst`` (same shape)."""
 
     def flush(self) -> None:
         """Complete every operation issued so far (already true here)."""

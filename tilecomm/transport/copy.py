@@ -226,19 +226,22 @@ class CopyEndpoint(Endpoint):
             raise reply.error
         return reply.value
 
-    def put(self, key, member, index, src, atomic):
+    def window(self, key, member):
         if self._mine(key, member):
-            write_region(self.local(key, member)[index], src, atomic)
-            return
-        self._request(PutRequest(key.segments[member], key.shape, key.dtype, index,
-                                 np.ascontiguousarray(src), bool(atomic)))
+            return self.local(key, member)          # own memory: an array
+        return (key.segments[member], key.shape, key.dtype)
 
-    def get(self, key, member, index, dst):
-        if self._mine(key, member):
-            np.copyto(dst, self.local(key, member)[index])
+    def put(self, window, index, src, atomic):
+        if type(window) is not tuple:
+            write_region(window[index], src, atomic)
             return
-        np.copyto(dst, self._request(GetRequest(key.segments[member], key.shape, key.dtype,
-                                                index)))
+        self._request(PutRequest(*window, index, np.ascontiguousarray(src), bool(atomic)))
+
+    def get(self, window, index, dst):
+        if type(window) is not tuple:
+            np.copyto(dst, window[index])
+            return
+        np.copyto(dst, self._request(GetRequest(*window, index)))
 
     def cell(self, key, member, byte_offset):
         if self._mine(key, member):

@@ -104,12 +104,13 @@ class ShmEndpoint(Endpoint):
 
     local = _view
     peer_view = _view
+    window = _view                   # the handle is the peer's copy itself
 
-    def put(self, key, member, index, src, atomic):
-        write_region(self._view(key, member)[index], src, atomic)
+    def put(self, window, index, src, atomic):
+        write_region(window[index], src, atomic)
 
-    def get(self, key, member, index, dst):
-        np.copyto(dst, self._view(key, member)[index])
+    def get(self, window, index, dst):
+        np.copyto(dst, window[index])
 
     def cell(self, key, member, byte_offset):
         return (self._segment(key.segments[member]).addr + byte_offset,
