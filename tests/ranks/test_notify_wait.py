@@ -35,24 +35,25 @@ def handshake_chip(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
 
 
 @pl.jit.host
-def handshake_main(outputs: pl.Out[pl.Tensor[[2, 1, 1], pl.INT32]]):
+def handshake_main(outputs: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
+    # the seed's 2-rank handshake (peer 1 - r, tag 2 - r, both computed by the
+    # host) generalised to a ring: peer r + 1, tag world - r (always >= 1)
     buf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
     for r in pl.range(pld.world_size()):
-        handshake_chip(outputs[r], pld.window(buf, [1, 1], dtype=pl.INT32), 1 - r, 2 - r,
-                       device=r)
+        handshake_chip(outputs[r], pld.window(buf, [1, 1], dtype=pl.INT32),
+                       (r + 1) % pld.world_size(), pld.world_size() - r, device=r)
     return outputs
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
 def test_seed_set_handshake(n):
-    if n != 2:
-        pytest.skip("the seed handshake is a 2-rank protocol (peer = 1 - r, output [2, 1, 1])")
-    outs = np.zeros((2, 1, 1), np.int32)
+    outs = np.zeros((n, 1, 1), np.int32)
     handshake_main(outs, config=config_for(n))
-    # rank r deposits tag 2 - r into rank 1 - r's cell; each reads what it received
+    # rank r deposits tag n - r into rank r + 1's cell; each reads what it
+    # received (at 2 ranks: the seed's [1, 2]; at 1 rank its own tag)
     expected = np.zeros_like(outs)
-    for r in range(2):
-        expected[1 - r, 0, 0] = 2 - r
+    for r in range(n):
+        expected[(r + 1) % n, 0, 0] = n - r
     np.testing.assert_array_equal(outs, expected)
 
 

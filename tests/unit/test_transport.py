@@ -1,0 +1,143 @@
+"""Both transports through the interface alone, in one process: the controller
+side allocates a 2-member window, two endpoints (devices 0 and 1) move data
+and signals.  The copy transport's endpoint must never map a peer's copy."""
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from tilecomm.errors import RuntimeFault
+from tilecomm.transport import TRANSPORTS, make_host
+from tilecomm.transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD, NOTIFY_SET, WaitHooks, WindowKey
+from tilecomm.transport.segments import Segment, segment_name
+
+_ids = iter(range(10_000, 20_000))
+
+
+class FakeRun:
+    """What a transport host needs of a run: fresh segments, released at the end."""
+
+    def __init__(self):
+        self.id = next(_ids)
+        self.segments = []
+
+    def new_segment(self, nbytes):
+        seg = Segment.create(segment_name(os.getpid(), self.id, len(self.segments)), nbytes)
+        self.segments.append(seg)
+        return seg
+
+    def release(self):
+        for seg in self.segments:
+            seg.close()
+            seg.unlink()
+
+
+class Hooks(WaitHooks):
+    def __init__(self, stop_after=None):
+        self.events, self.stop_after = [], stop_after
+
+    def blocked(self):
+        self.events.append("blocked")
+
+    def check(self, value):
+        self.events.append(("check", value))
+        if self.stop_after is not None and len(self.events) > self.stop_after:
+            raise TimeoutError(value)
+
+    def unblocked(self):
+        self.events.append("unblocked")
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def world2(request):
+    own = FakeRun()
+    host = make_host(request.param, 2, own.new_segment)
+    run = FakeRun()
+    host.start_run(run)
+    names = host.allocate(run, 64, (0, 1))
+    key = WindowKey(names, (0, 1), (4, 4), np.dtype(np.float32))
+    sig = WindowKey(names, (0, 1), (16,), np.dtype(np.int32))
+    eps = [host.endpoint(d, 2) for d in range(2)]
+    try:
+        yield request.param, host, eps, key, sig
+    finally:
+        for ep in eps:
+            ep.close()
+        host.end_run(run)
+        run.release()
+        host.close()
+        own.release()
+
+
+def test_put_get_and_atomic_add_reach_the_peer(world2):
+    name, host, (e0, e1), key, _ = world2
+    w1 = e0.window(key, 1)
+    e0.put(w1, (slice(1, 3), slice(0, 4)), np.arange(8, dtype=np.float32).reshape(2, 4), False)
+    e0.put(w1, (slice(1, 2), slice(0, 4)), np.ones((1, 4), np.float32), True)
+    local1 = e1.local(key, 1)
+    np.testing.assert_array_equal(local1[1], [1, 2, 3, 4])
+    np.testing.assert_array_equal(local1[2], [4, 5, 6, 7])
+    back = np.zeros((2, 4), np.float32)
+    e0.get(w1, (slice(1, 3), slice(0, 4)), back)
+    np.testing.assert_array_equal(back, local1[1:3])
+    np.testing.assert_array_equal(e0.local(key, 0), 0)          # own copy untouched
+
+
+def test_signals_set_add_read_and_wake_a_sleeper(world2):
+    name, host, (e0, e1), _, sig = world2
+    remote = e0.cell(sig, 1, 8)                                   # cell 2 of rank 1's copy
+    mine = e1.cell(sig, 1, 8)
+    e0.signal(remote, NOTIFY_SET, 5)
+    e0.signal(remote, NOTIFY_ADD, -2)
+    assert e0.read_cell(remote) == e1.read_cell(mine) == 3
+    assert host.read_cell(sig.segments[1], 8) == 3
+    assert e1.try_wait(mine, CMP_EQ, 3, 10)
+    assert not e1.try_wait(mine, CMP_GE, 4, 10)
+    hooks = Hooks()
+    t = threading.Thread(target=e1.wait, args=(mine, CMP_GE, 4, hooks))
+    t.start()
+    while "blocked" not in hooks.events:
+        threading.Event().wait(0.001)
+    e0.signal(remote, NOTIFY_ADD, 1)
+    t.join(5)
+    assert not t.is_alive()
+    assert hooks.events[0] == "blocked" and hooks.events[-1] == "unblocked"
+
+
+def test_a_blocked_wait_ends_when_its_check_raises(world2):
+    _, _, (_, e1), _, sig = world2
+    hooks = Hooks(stop_after=2)
+    with pytest.raises(TimeoutError):
+        e1.wait(e1.cell(sig, 1, 0), CMP_EQ, 1, hooks)
+    assert hooks.events[-1] == "unblocked"
+
+
+def test_only_shm_hands_out_peer_views(world2):
+    name, _, (e0, e1), key, _ = world2
+    view = e0.peer_view(key, 1)
+    if name == "shm":
+        view[0, 0] = 9
+        assert e1.local(key, 1)[0, 0] == 9
+    else:
+        assert view is None
+        with pytest.raises(ValueError):
+            e0.local(key, 1)
+
+
+@pytest.mark.parametrize("world2", ["copy"], indirect=True)
+def test_copy_endpoint_maps_only_its_own_copies(world2):
+    name, _, (e0, _), key, sig = world2
+    w1 = e0.window(key, 1)
+    e0.put(w1, (), np.ones((4, 4), np.float32), False)
+    e0.get(w1, (), np.zeros((4, 4), np.float32))
+    e0.signal(e0.cell(sig, 1, 0), NOTIFY_SET, 1)
+    e0.local(key, 0)
+    assert set(e0._own) == {key.segments[0]}
+
+
+def test_remote_errors_come_back_to_the_caller(world2):
+    name, _, (e0, _), key, _ = world2
+    w1 = e0.window(key, 1)
+    with pytest.raises((ValueError, RuntimeFault)):
+        e0.put(w1, (slice(0, 2), slice(0, 4)), np.ones((3, 4), np.float32), False)
