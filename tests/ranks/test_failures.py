@@ -18,6 +18,7 @@ import pytest
 
 import failure_programs as F
 from tilecomm.errors import DeadlockError, RankFailure
+from tilecomm.runtime.messages import EXIT_ABORTED, EXIT_FAILED
 
 FILE = os.path.abspath(F.__file__)
 
@@ -165,6 +166,47 @@ def test_crashing_rank_stops_ranks_blocked_forever(n):
     assert f'File "{FILE}", line {line}' in text
     assert "pld.system.notify(cells, n + 5" in text                # the kernel source line
     assert f"peer {n + 5} is out of range" in text and f"{n} rank(s)" in text
+    assert_clean()
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_peers_blocked_in_waits_are_aborted_not_killed(n):
+    """A rank's failure raises the abort flag: every peer blocked in its wait
+    returns from it (RankAborted) and exits on its own, promptly."""
+    cfg = F.config(n, deadlock_timeout_s=60)
+    e, took = timed_call(F.crash_main, F.outputs(n), cfg=cfg, expect=RankFailure)
+    assert took < 1.0, f"crash and abort took {took:.2f} s"
+    assert e.exit_codes[0] == EXIT_FAILED
+    assert {r: e.exit_codes[r] for r in range(1, n)} == {r: EXIT_ABORTED for r in range(1, n)}
+    assert_clean()
+
+
+def test_a_killed_rank_aborts_the_others_too():
+    """A rank that dies (no error message at all) aborts its blocked peers."""
+    n = 3
+    cfg = F.config(n, deadlock_timeout_s=60)
+    F.block_main.compile(F.outputs(n), config=cfg)
+    before = children_of(os.getpid())
+
+    def killer():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(children_of(os.getpid()) - before) < n:
+            time.sleep(0.005)
+        time.sleep(0.2)
+        workers = sorted(children_of(os.getpid()) - before)
+        if workers:
+            os.kill(workers[0], signal.SIGKILL)
+
+    th = threading.Thread(target=killer)
+    th.start()
+    try:
+        with pytest.raises(RankFailure) as ei:
+            F.block_main(F.outputs(n), config=cfg)
+    finally:
+        th.join()
+    codes = ei.value.exit_codes
+    assert codes[0] == -signal.SIGKILL
+    assert codes[1] == codes[2] == EXIT_ABORTED
     assert_clean()
 
 

@@ -1,4 +1,4 @@
-"""Tests of tilecomm._native_core: atomics, notify/wait, atomic_add_2d, copy_2d.
+"""Tests of tilecomm._native_core: atomics, notify/wait, atomic_add_2d, the ABI constants.
 
 References are independent of the native code: plain Python integer
 arithmetic for the cell operations and numpy (ml_dtypes for bfloat16) for the
@@ -22,8 +22,8 @@ import pytest
 from tilecomm import _native_core as nc
 from tilecomm.transport.segments import Segment, segment_name, sweep
 
-EQ, GE, GE_U = 0, 1, 2
-ADD, SET = 0, 1
+EQ, GE, GE_U = nc.CMP_EQ, nc.CMP_GE, nc.CMP_GE_U
+ADD, SET = nc.OP_ADD, nc.OP_SET
 SEC = 1_000_000_000
 
 _CALL_IDS = itertools.count(random.randrange(1 << 40))
@@ -112,41 +112,36 @@ def wrap64(v: int) -> int:
 # -- plain atomics ---------------------------------------------------------------
 
 
-def test_i32_load_store_fetch_add_wraps(seg):
+def test_i32_load_set_add_wraps(seg):
     a = seg.addr
     assert nc.load_i32(a) == 0
-    nc.store_i32(a, 123)
+    assert nc.notify_i32(a, SET, 123, 0) == 123
     assert nc.load_i32(a) == 123
-    assert nc.fetch_add_i32(a, 7) == 123
+    assert nc.notify_i32(a, ADD, 7, 0) == 130
     assert nc.load_i32(a) == 130
-    nc.store_i32(a, 2**31 - 1)
-    assert nc.fetch_add_i32(a, 1) == 2**31 - 1
+    nc.notify_i32(a, SET, 2**31 - 1, 0)
+    assert nc.notify_i32(a, ADD, 1, 0) == -(2**31)
     assert nc.load_i32(a) == -(2**31)
-    nc.store_i32(a, 0xFFFFFFFF)  # unsigned spelling of -1
+    nc.notify_i32(a, SET, 0xFFFFFFFF, 0)  # unsigned spelling of -1
     assert nc.load_i32(a) == -1
-    assert nc.fetch_add_i32(a, -5) == -1
-    assert nc.load_i32(a) == -6
+    assert nc.notify_i32(a, ADD, -5, 0) == -6
     # the value is visible to numpy at the same address
     assert seg.ndarray(np.int32, (1,))[0] == -6
 
 
-def test_i64_load_store_fetch_add_wraps(seg):
+def test_i64_load_store_wraps(seg):
     a = seg.addr + 8
     nc.store_i64(a, 2**40 + 3)
     assert nc.load_i64(a) == 2**40 + 3
-    assert nc.fetch_add_i64(a, -(2**41)) == 2**40 + 3
-    assert nc.load_i64(a) == 2**40 + 3 - 2**41
-    nc.store_i64(a, 2**63 - 1)
-    assert nc.fetch_add_i64(a, 1) == 2**63 - 1
+    nc.store_i64(a, -(2**63))
     assert nc.load_i64(a) == -(2**63)
     nc.store_i64(a, 2**64 - 1)
     assert nc.load_i64(a) == -1
     assert seg.ndarray(np.int64, (2,))[1] == -1
-    nc.fence()
 
 
 def test_numpy_integers_are_accepted(seg):
-    nc.store_i32(np.int64(seg.addr), np.int32(9))
+    nc.notify_i32(np.int64(seg.addr), np.int64(SET), np.int32(9), np.uint64(0))
     assert nc.load_i32(np.uint64(seg.addr)) == 9
 
 
@@ -159,17 +154,15 @@ def test_argument_errors(seg):
     with pytest.raises(TypeError):
         nc.load_i32("x")
     with pytest.raises(TypeError):
-        nc.store_i32(a, 1.5)
+        nc.notify_i32(a, SET, 1.5, 0)
     with pytest.raises(TypeError):
         nc.wait_i32(a, EQ, 0, 0, 0)
     with pytest.raises(TypeError):
         nc.notify_i32(a, ADD, None, 0)
-    with pytest.raises(TypeError):
-        nc.fence(1)
     with pytest.raises(OverflowError):
-        nc.store_i32(a, 2**32)
+        nc.notify_i32(a, SET, 2**32, 0)
     with pytest.raises(OverflowError):
-        nc.store_i32(a, -(2**31) - 1)
+        nc.notify_i32(a, SET, -(2**31) - 1, 0)
     with pytest.raises(OverflowError):
         nc.store_i64(a, 2**64)
     with pytest.raises(OverflowError):
@@ -192,8 +185,6 @@ def test_argument_errors(seg):
         nc.atomic_add_2d(a + 2, 4, a, 4, 1, 1, 0)  # misaligned float32 dst
     with pytest.raises(ValueError):
         nc.atomic_add_2d(a, 4, a, 4, -1, 1, 0)
-    with pytest.raises(ValueError):
-        nc.copy_2d(a, 4, a, 4, 1, -1)
     assert nc.load_i32(a) == 0  # nothing was modified by the failed calls
 
 
@@ -206,7 +197,7 @@ def test_notify_add_and_set_return_new_value(seg):
     assert nc.notify_i32(cell, ADD, -7, 0) == -2
     assert nc.notify_i32(cell, SET, 42, sleepers) == 42
     assert nc.load_i32(cell) == 42
-    nc.store_i32(cell, 2**31 - 1)
+    nc.notify_i32(cell, SET, 2**31 - 1, 0)
     assert nc.notify_i32(cell, ADD, 1, sleepers) == -(2**31)
     assert nc.notify_i32(cell, SET, 0xFFFFFFFE, 0) == -2
     assert nc.load_i32(sleepers) == 0
@@ -231,7 +222,7 @@ WAIT_CASES = [
 @pytest.mark.parametrize("value,expected", WAIT_CASES)
 def test_wait_condition_semantics(seg, cmp, value, expected):
     cell = seg.addr
-    nc.store_i32(cell, value)
+    nc.notify_i32(cell, SET, value, 0)
     want = _ref_cond(value, cmp, expected)
     shown = value & 0xFFFFFFFF if cmp == GE_U else value
     # a pure poll and a short timed wait agree with the reference
@@ -245,7 +236,7 @@ def test_wait_condition_semantics(seg, cmp, value, expected):
 
 def test_wait_timeout_returns_false_and_last_value(seg):
     cell, sleepers = seg.addr, seg.addr + 64
-    nc.store_i32(cell, 3)
+    nc.notify_i32(cell, SET, 3, 0)
     t0 = time.perf_counter()
     ok, v = nc.wait_i32(cell, GE, 4, sleepers, 30_000_000, 1000)
     dt = time.perf_counter() - t0
@@ -305,17 +296,15 @@ N_ADDS = 10_000
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_cross_process_fetch_add_is_exact(seg, nproc):
-    c32, c64 = seg.addr, seg.addr + 8
+def test_cross_process_notify_add_is_exact(seg, nproc):
+    c32 = seg.addr
 
     def child(i):
         for _ in range(N_ADDS):
-            nc.fetch_add_i32(c32, 1)
-            nc.fetch_add_i64(c64, 2**33 + 1)
+            nc.notify_i32(c32, ADD, 1, c32 + 64)    # sleepers 0: no wake syscalls
 
     run_children(nproc, child)
     assert nc.load_i32(c32) == nproc * N_ADDS
-    assert nc.load_i64(c64) == nproc * N_ADDS * (2**33 + 1)
 
 
 @pytest.mark.parametrize("nproc", [2, 3])
@@ -371,7 +360,7 @@ def test_futex_wake_wakes_a_sleeping_child(seg):
         time.sleep(0.002)
         woken = nc.futex_wake(cell, -1)
     assert woken == 1
-    nc.store_i32(cell, 1)  # no wake: the child still sees it on its next check...
+    seg.ndarray(np.int32, (1,))[0] = 1  # no wake: the child sees it on its next check...
     nc.futex_wake(cell, 1)  # ...but wake it promptly anyway
     join_children(pids)
 
@@ -535,7 +524,7 @@ def test_atomic_add_2d_concurrent_processes(seg, code, dt):
     ready = seg.addr
 
     def child(_):
-        nc.fetch_add_i32(ready, 1)
+        nc.notify_i32(ready, ADD, 1, 0)
         ok, _ = nc.wait_i32(ready, EQ, nproc, 0, 2 * SEC, 10_000)  # start together
         assert ok
         for _ in range(reps):
@@ -552,43 +541,38 @@ def test_atomic_add_2d_concurrent_processes(seg, code, dt):
     assert_bits_equal(dst, want)
 
 
-# -- copy_2d ---------------------------------------------------------------------
+# -- one ABI -------------------------------------------------------------------
 
 
-def test_copy_2d_strided_matches_numpy(seg):
-    rng = np.random.default_rng(7)
-    src_full = rng.integers(0, 256, size=(20, 50), dtype=np.uint8)
-    src = src_full[::2, 3:40]
-    dst_full = seg.ndarray(np.uint8, (10, 64))
-    dst = dst_full[:, 5:42]
-    nc.copy_2d(dst.ctypes.data, dst.strides[0], src.ctypes.data, src.strides[0], 10, 37)
-    np.testing.assert_array_equal(dst, src)
-    assert not dst_full[:, :5].any() and not dst_full[:, 42:].any()
-    # negative source stride (rows reversed)
-    rev = src_full[::-1, :]
-    out = seg.ndarray(np.uint8, (20, 50), offset=1024)
-    nc.copy_2d(out.ctypes.data, out.strides[0], rev.ctypes.data, rev.strides[0], 20, 50)
-    np.testing.assert_array_equal(out, rev)
+def test_python_encodings_are_the_native_ones():
+    """Notify ops, wait comparisons and atomic-add dtype codes: Python's
+    definitions must equal the constants the C module exports."""
+    from tilecomm import dtypes as D
+    from tilecomm.ir.enums import NotifyOp, WaitCmp
+    from tilecomm.transport import base
+    assert (NotifyOp.AtomicAdd, NotifyOp.Set) == (nc.OP_ADD, nc.OP_SET)
+    assert (WaitCmp.Eq, WaitCmp.Ge) == (nc.CMP_EQ, nc.CMP_GE)
+    assert len(NotifyOp) == 2 and len(WaitCmp) == 2
+    assert (base.NOTIFY_ADD, base.NOTIFY_SET, base.CMP_EQ, base.CMP_GE) == \
+        (nc.OP_ADD, nc.OP_SET, nc.CMP_EQ, nc.CMP_GE)
+    native = {"FP32": nc.DT_F32, "FP16": nc.DT_F16, "BF16": nc.DT_BF16, "INT32": nc.DT_I32,
+              "INT16": nc.DT_I16, "INT8": nc.DT_I8, "FP64": nc.DT_F64, "INT64": nc.DT_I64}
+    python = {dt.name: dt.atomic_code for dt in vars(D).values()
+              if isinstance(dt, D.DataType) and dt.atomic_code is not None}
+    assert python == native
 
 
-def test_copy_2d_large_dense_and_between_segments(make_seg):
-    a, b = make_seg(1 << 20), make_seg(1 << 20)
-    rng = np.random.default_rng(8)
-    src = a.ndarray(np.float32, (512, 256))
-    src[...] = rng.standard_normal((512, 256))
-    dst = b.ndarray(np.float32, (512, 256))
-    nc.copy_2d(dst.ctypes.data, 1024, src.ctypes.data, 1024, 512, 1024)  # dense fast path
-    np.testing.assert_array_equal(dst, src)
-    # large strided (GIL released): every other row into a padded layout
-    dst2 = b.ndarray(np.float32, (256, 300), offset=0)
-    nc.copy_2d(dst2.ctypes.data, dst2.strides[0], src.ctypes.data, 2 * src.strides[0],
-               256, 1024)
-    np.testing.assert_array_equal(dst2[:, :256], src[::2])
-
-
-def test_copy_2d_empty_is_a_noop():
-    nc.copy_2d(0, 0, 0, 0, 0, 100)
-    nc.copy_2d(0, 0, 0, 0, 100, 0)
+def test_every_native_export_is_used_by_the_package():
+    """Exports nobody calls are removed, not kept as dead weight."""
+    import re
+    import tilecomm
+    root = os.path.dirname(tilecomm.__file__)
+    source = ""
+    for d, _, files in os.walk(root):
+        source += "".join(open(os.path.join(d, f)).read() for f in files if f.endswith(".py"))
+    functions = {n for n in dir(nc) if callable(getattr(nc, n)) and not n.startswith("_")}
+    unused = {n for n in functions if not re.search(rf"\bnative\.{n}\b", source)}
+    assert functions and unused == set()
 
 
 def test_no_segments_left_behind():

@@ -7,12 +7,15 @@
  * few primitives the runtime needs, addressed by raw virtual addresses
  * (Python ints pointing inside an mmap):
  *
- *   load/store/fetch_add on int32 and int64      (sequentially consistent)
+ *   load_i32, load_i64, store_i64                 (sequentially consistent)
  *   notify_i32 / wait_i32                         (signal cells + futex sleep)
  *   futex_wake
  *   atomic_add_2d                                 (typed element-wise atomic +=)
- *   copy_2d                                       (strided memcpy, GIL released)
- *   fence
+ *
+ * ABI.  The encodings shared with Python -- notify ops, wait comparisons and
+ * the dtype codes of atomic_add_2d -- are defined here once and exported as
+ * module constants (OP_*, CMP_*, DT_*); Python takes them from the module or
+ * is cross-checked against them by a test.
  *
  * Memory model.  All cell operations are __ATOMIC_SEQ_CST.  That is stronger
  * than acquire/release strictly needs for "data, then flag", but the
@@ -261,33 +264,6 @@ static PyObject *py_load_i32(PyObject *self, PyObject *const *args, Py_ssize_t n
 #undef FN
 }
 
-static PyObject *py_store_i32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-#define FN "store_i32"
-    void *p;
-    int32_t v;
-    if (check_nargs(FN, nargs, 2) < 0 || arg_addr(args[0], FN, "addr", 4, &p) < 0 ||
-        arg_v32(args[1], FN, "v", &v) < 0)
-        return NULL;
-    __atomic_store_n((int32_t *)p, v, SEQ);
-    Py_RETURN_NONE;
-#undef FN
-}
-
-static PyObject *py_fetch_add_i32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-#define FN "fetch_add_i32"
-    void *p;
-    int32_t v;
-    if (check_nargs(FN, nargs, 2) < 0 || arg_addr(args[0], FN, "addr", 4, &p) < 0 ||
-        arg_v32(args[1], FN, "v", &v) < 0)
-        return NULL;
-    /* Done on the unsigned type so that wrap-around is well defined. */
-    uint32_t old = __atomic_fetch_add((uint32_t *)p, (uint32_t)v, SEQ);
-    return PyLong_FromLong((int32_t)old);
-#undef FN
-}
-
 static PyObject *py_load_i64(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 #define FN "load_i64"
@@ -309,27 +285,6 @@ static PyObject *py_store_i64(PyObject *self, PyObject *const *args, Py_ssize_t 
     __atomic_store_n((int64_t *)p, v, SEQ);
     Py_RETURN_NONE;
 #undef FN
-}
-
-static PyObject *py_fetch_add_i64(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-#define FN "fetch_add_i64"
-    void *p;
-    int64_t v;
-    if (check_nargs(FN, nargs, 2) < 0 || arg_addr(args[0], FN, "addr", 8, &p) < 0 ||
-        arg_v64(args[1], FN, "v", &v) < 0)
-        return NULL;
-    uint64_t old = __atomic_fetch_add((uint64_t *)p, (uint64_t)v, SEQ);
-    return PyLong_FromLongLong((int64_t)old);
-#undef FN
-}
-
-static PyObject *py_fence(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (check_nargs("fence", nargs, 0) < 0)
-        return NULL;
-    __atomic_thread_fence(SEQ);
-    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -370,6 +325,7 @@ static PyObject *py_fence(PyObject *self, PyObject *const *args, Py_ssize_t narg
  */
 
 enum { CMP_EQ = 0, CMP_GE = 1, CMP_GE_U = 2 };
+enum { OP_ADD = 0, OP_SET = 1 };
 
 static inline int cond_ok(int32_t v, int cmp, int32_t expected)
 {
@@ -572,9 +528,9 @@ static PyObject *py_notify_i32(PyObject *self, PyObject *const *args, Py_ssize_t
     if (arg_v32(args[2], FN, "value", &value) < 0 ||
         arg_opt_addr(args[3], FN, "sleepers_addr", 4, &sp) < 0)
         return NULL;
-    if (op == 0) {
+    if (op == OP_ADD) {
         newv = (int32_t)__atomic_add_fetch((uint32_t *)p, (uint32_t)value, SEQ);
-    } else if (op == 1) {
+    } else if (op == OP_SET) {
         __atomic_store_n((int32_t *)p, value, SEQ);
         newv = value;
     } else {
@@ -849,7 +805,7 @@ static PyObject *py_atomic_add_2d(PyObject *self, PyObject *const *args, Py_ssiz
     ARG_LL(4, "rows", PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, rows);
     ARG_LL(5, "cols", PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, cols);
     ARG_LL(6, "dtype_code", INT_MIN, INT_MAX, code);
-    if (code < 0 || code > 7) {
+    if (code < DT_F32 || code > DT_I64) {
         PyErr_Format(PyExc_ValueError, FN "(): unknown dtype code %d", code);
         return NULL;
     }
@@ -889,60 +845,6 @@ static PyObject *py_atomic_add_2d(PyObject *self, PyObject *const *args, Py_ssiz
 }
 
 /* ------------------------------------------------------------------------ */
-/* copy_2d                                                                  */
-/* ------------------------------------------------------------------------ */
-
-static void copy_rows(uint8_t *dst, Py_ssize_t dstride, const uint8_t *src, Py_ssize_t sstride,
-                      Py_ssize_t rows, Py_ssize_t row_bytes)
-{
-    if (dstride == row_bytes && sstride == row_bytes) {
-        memcpy(dst, src, (size_t)(rows * row_bytes)); /* both dense: one copy */
-    } else {
-        for (Py_ssize_t r = 0; r < rows; r++, dst += dstride, src += sstride)
-            memcpy(dst, src, (size_t)row_bytes);
-    }
-    /* Make the copy visible before whatever the caller does next (it will
-     * normally publish it with a seq_cst notify, which suffices on its own;
-     * the fence also covers callers that publish by other means). */
-    __atomic_thread_fence(SEQ);
-}
-
-static PyObject *py_copy_2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-#define FN "copy_2d"
-    Py_ssize_t dstride, sstride, rows, row_bytes;
-    void *dst, *src;
-    if (check_nargs(FN, nargs, 6) < 0)
-        return NULL;
-    ARG_LL(1, "dst_row_stride", PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, dstride);
-    ARG_LL(3, "src_row_stride", PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, sstride);
-    ARG_LL(4, "rows", PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, rows);
-    ARG_LL(5, "row_bytes", PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, row_bytes);
-    if (rows < 0 || row_bytes < 0) {
-        PyErr_SetString(PyExc_ValueError, FN "(): rows and row_bytes must be >= 0");
-        return NULL;
-    }
-    if (rows == 0 || row_bytes == 0)
-        Py_RETURN_NONE;
-    if (arg_addr(args[0], FN, "dst_addr", 1, &dst) < 0 ||
-        arg_addr(args[2], FN, "src_addr", 1, &src) < 0)
-        return NULL;
-    if (row_bytes > PY_SSIZE_T_MAX / rows) {
-        PyErr_SetString(PyExc_OverflowError, FN "(): region too large");
-        return NULL;
-    }
-#undef FN
-    if (rows * row_bytes >= GIL_RELEASE_BYTES) {
-        Py_BEGIN_ALLOW_THREADS
-        copy_rows(dst, dstride, src, sstride, rows, row_bytes);
-        Py_END_ALLOW_THREADS
-    } else {
-        copy_rows(dst, dstride, src, sstride, rows, row_bytes);
-    }
-    Py_RETURN_NONE;
-}
-
-/* ------------------------------------------------------------------------ */
 /* module                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -950,14 +852,8 @@ static PyObject *py_copy_2d(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyMethodDef methods[] = {
     FASTCALL(load_i32, "load_i32(addr) -> int\n\nSeq-cst load of the int32 at addr."),
-    FASTCALL(store_i32, "store_i32(addr, v) -> None\n\nSeq-cst store of int32 v "
-                        "(v may be given as int32 or uint32)."),
-    FASTCALL(fetch_add_i32, "fetch_add_i32(addr, v) -> int\n\nSeq-cst atomic add; returns "
-                            "the old value (int32, wrapping)."),
     FASTCALL(load_i64, "load_i64(addr) -> int\n\nSeq-cst load of the int64 at addr."),
     FASTCALL(store_i64, "store_i64(addr, v) -> None\n\nSeq-cst store of int64 v."),
-    FASTCALL(fetch_add_i64, "fetch_add_i64(addr, v) -> int\n\nSeq-cst atomic add; returns "
-                            "the old value (int64, wrapping)."),
     FASTCALL(notify_i32,
              "notify_i32(addr, op, value, sleepers_addr) -> int\n\n"
              "op 0: atomic add value, op 1: atomic store value (seq_cst); then futex-wake all\n"
@@ -978,10 +874,6 @@ static PyMethodDef methods[] = {
              "              rows, cols, dtype_code) -> None\n\n"
              "dst[r, c] += src[r, c], each element atomically.  dtype codes: 0 float32,\n"
              "1 float16, 2 bfloat16, 3 int32, 4 int16, 5 int8, 6 float64, 7 int64."),
-    FASTCALL(copy_2d,
-             "copy_2d(dst_addr, dst_row_stride, src_addr, src_row_stride, rows, row_bytes)"
-             " -> None\n\nRow-wise memcpy followed by a seq_cst fence."),
-    FASTCALL(fence, "fence() -> None\n\nSeq-cst thread fence."),
     {NULL, NULL, 0, NULL},
 };
 
@@ -1001,7 +893,16 @@ PyMODINIT_FUNC PyInit__native_core(void)
     if (PyModule_AddIntConstant(m, "CMP_EQ", CMP_EQ) < 0 ||
         PyModule_AddIntConstant(m, "CMP_GE", CMP_GE) < 0 ||
         PyModule_AddIntConstant(m, "CMP_GE_U", CMP_GE_U) < 0 ||
-        PyModule_AddIntConstant(m, "OP_ADD", 0) < 0 || PyModule_AddIntConstant(m, "OP_SET", 1) < 0) {
+        PyModule_AddIntConstant(m, "OP_ADD", OP_ADD) < 0 ||
+        PyModule_AddIntConstant(m, "OP_SET", OP_SET) < 0 ||
+        PyModule_AddIntConstant(m, "DT_F32", DT_F32) < 0 ||
+        PyModule_AddIntConstant(m, "DT_F16", DT_F16) < 0 ||
+        PyModule_AddIntConstant(m, "DT_BF16", DT_BF16) < 0 ||
+        PyModule_AddIntConstant(m, "DT_I32", DT_I32) < 0 ||
+        PyModule_AddIntConstant(m, "DT_I16", DT_I16) < 0 ||
+        PyModule_AddIntConstant(m, "DT_I8", DT_I8) < 0 ||
+        PyModule_AddIntConstant(m, "DT_F64", DT_F64) < 0 ||
+        PyModule_AddIntConstant(m, "DT_I64", DT_I64) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -95,7 +95,7 @@ class ControlPlane(ABC):
 
 
 # ---------------------------------------------------------------- shm block
-(STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, SLEEPERS, W_FUNC,
+(STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, _SPARE, W_FUNC,
  W_COLS, W_NDIM) = range(13)
 RECORD_SLOTS = 16
 HEADER_SLOTS = 16

@@ -33,7 +33,7 @@ from .monitor import monitor, wake_blocked
 from .worker import worker_main
 
 _CALL_IDS = itertools.count(1)
-ABORT_GRACE_S = 0.25     # after an abort, how long ranks may take to exit on their own
+ABORT_GRACE_S = 0.5      # after an abort, how long ranks may take to exit on their own
 
 
 class Ranks:
