@@ -7,6 +7,7 @@ pass/miss.  This is a benchmark, not a test: nothing here asserts speed.
     python bench/bench_primitives.py            # full run (~40 s idle, < 5 min loaded)
     python bench/bench_primitives.py --quick    # small N, sizes up to 4 MiB, < 60 s
     python bench/bench_primitives.py --only barrier --only pingpong
+    python bench/bench_primitives.py --transport copy   # the copy-only transport
 
 Method.  The language has no timer op, so every in-kernel figure times whole
 calls: a call whose kernel loops N times and one whose kernel loops 0 times
@@ -42,6 +43,7 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm import _native_core as native
 from tilecomm.runtime import DistributedConfig, RunConfig
+from tilecomm.runtime.config import TRANSPORT_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -51,8 +53,12 @@ KiB, MiB = 1024, 1024 * 1024
 COLS = 1024                     # fp32 columns of a bandwidth window: one 4 KiB row
 
 
-def config(nr: int) -> RunConfig:
-    return RunConfig(distributed_config=DistributedConfig(device_ids=list(range(nr))))
+def config(nr: int, **kw) -> RunConfig:
+    return RunConfig(distributed_config=DistributedConfig(device_ids=list(range(nr))),
+                     transport=TRANSPORT, **kw)
+
+
+TRANSPORT = "shm"               # set once from --transport, before anything runs
 
 
 # =========================================================================== programs
@@ -284,12 +290,9 @@ def per_iteration(call, n: int, repeats: int):
 def effective_spin(world: int, cfg: RunConfig) -> int:
     """The spin count a rank of a `world`-rank call really uses (the runtime
     lowers it when ranks outnumber cores), so raw anchors spin alike."""
-    class _Control:
-        def sleepers_addr(self, device):
-            return 0
     try:
         from tilecomm.runtime.rank import RankContext
-        return int(RankContext(0, world, _Control(), None, cfg).spin)
+        return int(RankContext(0, world, None, None, cfg).spin)
     except (ImportError, TypeError, AttributeError):   # internals moved: use the knob
         return cfg.spin_iters
 
@@ -674,7 +677,7 @@ def bench_barrier(args, rows: list) -> None:
                     f"(DESIGN anchor: Open MPI 8 B allreduce 18 µs, not run)",
                     "≤ 50 µs, no spin storm", verdict(per <= 50e-6)))
 
-    cfg0 = RunConfig(distributed_config=cfg.distributed_config, spin_iters=0)
+    cfg0 = config(4, spin_iters=0)
 
     def call0(k):
         barrier_main(outs, k, config=cfg0)
@@ -695,6 +698,8 @@ def parse_args(argv=None):
                     help="small N and sizes up to 4 MiB (under a minute)")
     ap.add_argument("--only", choices=["pingpong", "bandwidth", "oneshot", "barrier"],
                     action="append", help="run only these sections (repeatable)")
+    ap.add_argument("--transport", choices=list(TRANSPORT_NAMES), default="shm",
+                    help="the transport every call runs on (RunConfig.transport; default shm)")
     args = ap.parse_args(argv)
     if args.quick:
         args.repeats, args.pingpong_n, args.raw_n = 3, 3_000, 20_000
@@ -764,10 +769,14 @@ def machine_info() -> list:
 
 
 def main(argv=None) -> int:
+    global TRANSPORT
     args = parse_args(argv)
+    TRANSPORT = args.transport
+    # the quickstart subprocess of the one-shot section reads it from here
+    os.environ["TILECOMM_TRANSPORT"] = args.transport
     for line in machine_info():
         print(line)
-    print(f"mode: {'quick' if args.quick else 'full'}", flush=True)
+    print(f"mode: {'quick' if args.quick else 'full'}; transport: {args.transport}", flush=True)
     sections = args.only or ["oneshot", "pingpong", "bandwidth", "barrier"]
     order = {"pingpong": 1, "bandwidth": 2, "oneshot": 3, "barrier": 4}
     results, probes = {}, {}

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .. import _native_core as native
 from ..transport.base import WaitHooks
+from ..transport.segments import Segment
 from ..transport.shm import SPIN_WINDOW_NS, sleep_wait
 
 # rank states
@@ -54,6 +55,10 @@ class ControlPlane(ABC):
     """Rank-side and controller-side operations on the shared rank states."""
 
     world: int
+
+    @abstractmethod
+    def attach(self) -> "ControlPlane":
+        """In a rank process: this control plane as that rank uses it."""
 
     # -- rank side
     @abstractmethod
@@ -116,6 +121,9 @@ class ShmControlPlane(ControlPlane):
         self.base = segment.addr
         self.world = world
         self._gen = 0                  # rank side: this process's block count
+
+    def attach(self):
+        return ShmControlPlane(Segment.attach(self.segment.name), self.world)
 
     def slot_addr(self, rank: int, slot: int) -> int:
         return self.base + (HEADER_SLOTS + RECORD_SLOTS * rank + slot) * SLOT

@@ -53,6 +53,15 @@ class _Blocked(WaitHooks):
         self.rc.control.set_state(self.rc.device, C.RUNNING)
 
 
+def _sendable(dtype, src, atomic):
+    """``src`` as the window's dtype, with the checks a local store applies,
+    before anything leaves this rank."""
+    if atomic:
+        check_atomic(dtype)
+        return src
+    return src.astype(dtype, casting="same_kind")
+
+
 class RankContext(KernelOps):
     def __init__(self, device: int, world: int, control, transport, config):
         self.device = device
@@ -174,11 +183,8 @@ class RankContext(KernelOps):
         self._put(target, h, idx, data, int(atomic))
 
     def _put(self, view, h, idx, src, atomic):
-        if atomic:
-            check_atomic(view.local.dtype)       # before anything leaves this rank
-        elif src.dtype != view.local.dtype:
-            # the same casting rule a local store applies, checked before sending
-            src = src.astype(view.local.dtype, casting="same_kind")
+        if atomic or src.dtype != view.local.dtype:
+            src = _sendable(view.local.dtype, src, atomic)
         self.transport.put(h, idx, src, atomic)
 
     # -------------------------------------------------------------- put / get
@@ -212,7 +218,9 @@ class RankContext(KernelOps):
             chunk_rows=0, chunk_cols=0, pipeline=False):
         h, idx, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets,
                                    src_offsets, shape, True)
-        self._put(dst, h, idx, s, int(atomic))
+        if atomic or s.dtype != dst.local.dtype:
+            s = _sendable(dst.local.dtype, s, int(atomic))
+        self.transport.put(h, idx, s, int(atomic))
 
     def get(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, chunk_rows=0,
             chunk_cols=0, pipeline=False):

@@ -13,7 +13,6 @@ import numpy as np
 
 from ..errors import UserError
 from ..transport.base import WindowKey
-from ..transport.segments import Segment
 from . import control as C
 from . import messages as M
 from .arguments import HostSegments
@@ -42,7 +41,7 @@ def worker_main(rank: int, ranks, conn) -> int:
         return M.EXIT_FAILED
     ranks.transport.in_child(rank)
     images = dict(ranks.images)             # inherited; later ones arrive by message
-    control = C.ShmControlPlane(Segment.attach(ranks.control.segment.name), ranks.world)
+    control = ranks.control.attach()
     transport = ranks.transport.endpoint(rank, ranks.world)
     hosts = HostSegments()
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)

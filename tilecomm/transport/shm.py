@@ -107,10 +107,10 @@ class ShmEndpoint(Endpoint):
     window = _view                   # the handle is the peer's copy itself
 
     def put(self, window, index, src, atomic):
-        write_region(window[index], src, atomic)
+        write_region(window[index] if index else window, src, atomic)
 
     def get(self, window, index, dst):
-        np.copyto(dst, window[index])
+        np.copyto(dst, window[index] if index else window)
 
     def cell(self, key, member, byte_offset):
         return (self._segment(key.segments[member]).addr + byte_offset,
