@@ -666,3 +666,12 @@ def host_args(xs: XS,  # E:TC410-xs
         ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
                 pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
     return ys
+
+
+# ---------------------------------------------------------------- static parameters
+@pl.jit.incore
+def k_load_runtime_clamp(x: X, y: Y, win: WIN, sig: SIG):
+    k = pl.read(sig, [0, 0])
+    t = pl.load(x, [0, 0], [R, C], clamp=k > 0)  # E:TC216
+    y = pl.store(t, [0, 0], y)
+    return y

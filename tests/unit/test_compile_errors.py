@@ -173,6 +173,8 @@ CASES = [
     # values
     (B.k_notify_bad_op, "TC214", VALUE, "7)", ["NotifyOp", "AtomicAdd, Set", "got 7"]),
     (B.k_runtime_tile_shape, "TC216", VALUE, "[1, n]", ["compile-time", "runtime value"]),
+    (B.k_load_runtime_clamp, "TC216", VALUE, "k > 0",
+     ["pl.load clamp", "compile-time constant", "runtime Scalar<BOOL>"]),
     (B.k_full_zero_dim, "TC210", VALUE, "[R, 0]", ["positive", "got 0"]),
     (B.k_create_tensor_zero_dim, "TC210", VALUE, "[0, C]", ["positive", "got 0"]),
     (B.k_zero_step, "TC200", VALUE, "pl.range(", ["step must not be 0"]),

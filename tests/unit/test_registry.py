@@ -17,8 +17,9 @@ import tilecomm
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm.errors import CODES
+from tilecomm.ir.effects import Effect
 from tilecomm.ops import registry
-from tilecomm.ops.registry import HOST, INCORE, ORCH
+from tilecomm.ir.kinds import HOST, INCORE, ORCH
 from tilecomm.runtime import host as host_rt
 from tilecomm.runtime import kernel_ops, rank as rank_rt
 
@@ -37,24 +38,22 @@ def _id(rec):
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
 def test_record_is_complete(rec):
     assert rec.rule is not None and callable(rec.rule), f"{rec.name} has no type rule"
-    assert rec.impl or rec.lower, f"{rec.name} has neither a runtime impl nor a lowering"
+    assert set(rec.impls) == set(rec.contexts), f"{rec.name}: implementations {rec.impls}"
+    assert all(isinstance(e, Effect) for e in rec.effects), rec.effects
     assert rec.doc.strip(), f"{rec.name} has no doc"
     assert rec.contexts and rec.contexts <= {HOST, ORCH, INCORE}, rec.contexts
     assert rec.stub.record is rec and registry.lookup(rec.stub) is rec
     assert re.fullmatch(r"pld?(\.[a-z_]+)+", rec.name), rec.name
 
 
-@pytest.mark.parametrize("rec", [r for r in RECORDS if r.impl], ids=_id)
-def test_impl_exists_where_the_op_can_run(rec):
-    """The lowering calls ``_rt.<impl>``: kernels run on a RankContext, HOST code
-    on the HostRuntime."""
-    if rec.contexts & {INCORE, ORCH}:
-        assert callable(getattr(rank_rt.RankContext, rec.impl, None)) or \
-            callable(getattr(kernel_ops.KernelOps, rec.impl, None)), \
-            f"{rec.name}: RankContext has no {rec.impl}"
-    if HOST in rec.contexts:
-        assert callable(getattr(host_rt.HostRuntime, rec.impl, None)), \
-            f"{rec.name}: HostRuntime has no {rec.impl}"
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_impl_is_what_the_lowering_calls(rec):
+    """The lowering calls ``_rt.<impl.__name__>``: kernels run on a RankContext,
+    HOST code on the HostRuntime; that method must be the record's function."""
+    for kind, impl in rec.impls.items():
+        runtime = host_rt.HostRuntime if kind == HOST else rank_rt.RankContext
+        assert getattr(runtime, impl.__name__, None) is impl, \
+            f"{rec.name}: {runtime.__name__}.{impl.__name__} is not {impl.__qualname__}"
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
@@ -91,9 +90,63 @@ SPELLINGS = spellings()
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
-def test_record_is_reachable_under_its_canonical_name(rec):
-    assert rec.name in SPELLINGS[rec.name], \
-        f"{rec.name} is not reachable as {rec.name}; spellings: {sorted(SPELLINGS[rec.name])}"
+def test_surface_spells_each_record_exactly_as_declared(rec):
+    """The pl / pld namespaces offer a record under its canonical name and its
+    declared aliases (e.g. the 2-segment pld short forms), and nothing else."""
+    assert SPELLINGS[rec.name] == set(rec.spellings), \
+        f"{rec.name}: the surface spells it {sorted(SPELLINGS[rec.name])}, the record declares " \
+        f"{sorted(rec.spellings)}"
+
+
+def test_pld_short_forms_are_the_reference_list():
+    short = sorted(s for r in RECORDS for s in r.spellings if s.startswith("pld.")
+                   and s.count(".") == 1)
+    assert short == ["pld.alloc_window_buffer", "pld.get_comm_ctx", "pld.nranks", "pld.rank",
+                     "pld.remote_load", "pld.remote_store", "pld.window", "pld.world_size"]
+
+
+def test_pld_exports_exactly_the_reference_names():
+    assert sorted(pld.__all__) == sorted(
+        ["AtomicType", "CommCtx", "CommCtxType", "DistributedTensor", "NotifyOp", "ReduceOp",
+         "WaitCmp", "alloc_window_buffer", "get_comm_ctx", "nranks", "rank", "remote_load",
+         "remote_store", "system", "tensor", "tile", "window", "world_size"])
+    assert all(hasattr(pld, n) for n in pld.__all__)
+
+
+# ------------------------------------------------------------------ implementations
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_stub_and_implementation_signatures_agree(rec):
+    for kind, impl in rec.impls.items():
+        why = registry.signature_mismatch(rec, impl)
+        assert why is None, f"{rec.name} ({kind}) -> {impl.__qualname__}: {why}"
+
+
+def test_signature_check_can_fail():
+    rec = pld.system.notify.record
+
+    def reordered(self, target, offsets, peer, value, op):
+        pass
+
+    def keyword_only(self, target, peer, offsets, value, *, op):
+        pass
+
+    def other_default(self, target, peer, offsets, value, op=1):
+        pass
+
+    def fine(self, target, peer, offsets, value, op):
+        pass
+
+    assert "expected" in registry.signature_mismatch(rec, reordered)
+    assert "by position" in registry.signature_mismatch(rec, keyword_only)
+    assert "defaults to" in registry.signature_mismatch(rec, other_default)
+    assert registry.signature_mismatch(rec, fine) is None
+    wait = pld.system.wait.record          # a WAIT takes the call's span id last
+    assert registry.signature_mismatch(wait, lambda self, signal, offsets, expected, cmp: 0)
+    cast = pl.cast.record
+
+    def cast_other_mode(self, input, target_type, mode="floor"):
+        pass
+    assert "defaults to" in registry.signature_mismatch(cast, cast_other_mode)
 
 
 # ------------------------------------------------------------------ test coverage

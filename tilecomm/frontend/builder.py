@@ -8,10 +8,11 @@ import ast
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.types import (Dim, DynVar, TensorType, bind_shape)
-from ..language.typing import annotation_type
+from ..ir.annotations import annotation_type
 from ..ops.check import describe
 from . import source as source_mod
 from .common import _err
+from ..verify.rules import verify
 from .parser import FunctionParser
 
 
@@ -38,7 +39,6 @@ class ProgramBuilder:
         prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
                            world=self.world, spans=self.spans, platform=self.platform)
         if not self.diags:
-            from ..verify.rules import verify
             self.diags.extend(verify(prog))
         if self.diags:
             first = self.diags[0]

@@ -11,10 +11,11 @@ from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.types import (ANY, CommCtxType, NONE, PtrType,
                         ScalarType, TensorType, TupleType, numel)
-from ..language import control
-from ..ops import pld_ops
+from ..ir import forms as control
+from ..ir.functions import KernelFunction
+from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
 from ..ops.check import CallCheck, SkipCheck, const_value, describe
-from ..ops.registry import HOST, INCORE, KIND_NAMES, ORCH, OpStub
+from ..ops.registry import OpStub
 from . import source as source_mod
 from .common import _err
 
@@ -34,7 +35,6 @@ class CallParsing:
             raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
                               if callee is not control.yield_ else
                               "pl.yield_(...) must be assigned: out = pl.yield_(...)")
-        from ..language.jit import KernelFunction
         if isinstance(callee, KernelFunction):
             return self._func_call(callee, node)
         if inspect.ismethod(callee) and isinstance(callee.__self__, DataType):
@@ -76,9 +76,9 @@ class CallParsing:
                                   if k in record.contexts)
             raise _err(ProgramSyntaxError, f"{record.name}() can only be called in {allowed}; "
                        f"here it is used in {KIND_NAMES[self.kind]}", span, "TC301",
-                       hint=_context_hint(record, self.kind))
+                       hint=record.hint_outside(self.kind))
         extra = {}
-        if record is pld_ops.alloc_window_buffer.record:
+        if record.declares_buffer:
             lhs, self._alloc_target = self._alloc_target, None
             if lhs is None:
                 raise _err(ProgramSyntaxError, "pld.tensor.alloc_window_buffer must appear as the "
@@ -89,9 +89,12 @@ class CallParsing:
             c = CallCheck(record, args, span, self.kind, self.b.platform, self.b.world, extra,
                           explicit)
             t = record.rule(c)
+            c.static_params()
         except SkipCheck:
             t = ANY
-        if record is pld_ops.alloc_window_buffer.record and t is not ANY:
+        if record.value is not None:
+            extra["const"] = record.value(self.b.world)
+        if record.declares_buffer and t is not ANY:
             t = self._declare_buffer(extra, span)
         return N.Call(t, span, record, args, extra)
 
@@ -210,12 +213,10 @@ class CallParsing:
                            hint="device= is a logical rank index in [0, len(device_ids))")
             return frozenset([v])
         if isinstance(e, N.Var) and e.name in self.loops:
-            start, stop, step, over_world = self.loops[e.name]
+            start, stop, step, stop_value = self.loops[e.name]
             if const_value(step) != 1:
                 raise _err(ProgramValueError, "device=r loop must have step 1", span, "TC211")
-            if over_world and const_value(start) == 0:
-                return frozenset(range(world))
-            a, b = const_value(start), const_value(stop)
+            a, b = const_value(start), stop_value
             if not (isinstance(a, int) and isinstance(b, int)):
                 raise _err(ProgramValueError, "device=r loop bound must be a constant or "
                            "pld.world_size()", span, "TC211")
@@ -228,12 +229,3 @@ class CallParsing:
                    span, "TC211",
                    hint="write: for r in pl.range(pld.world_size()): chip(..., device=r)")
 
-
-def _context_hint(record, kind):
-    if record.name == "pld.system.world_size":
-        return "pass the rank count or derive it in the kernel with pld.nranks(pld.get_comm_ctx(w))"
-    if kind == HOST:
-        return "move this into a @pl.jit.incore kernel dispatched through a @pl.jit function"
-    if kind == ORCH:
-        return "chip orchestration only sequences kernel calls; move tile work into a kernel"
-    return None

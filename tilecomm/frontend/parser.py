@@ -18,8 +18,9 @@ from ..ir import nodes as N
 from ..ir import walk
 from ..ir.types import (ANY, Dim, DTypeType, EnumType, NONE, ScalarType, TensorType, TileType, TupleType, Type, is_static,
                         numel)
-from ..language import control
-from ..ops import pl_ops, pld_ops
+from ..ir import forms as control
+from ..ops import pl_ops
+from ..ops.registry import lookup
 from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
 from .calls import CallParsing
@@ -40,8 +41,8 @@ class FunctionParser(CallParsing):
         self.fn = fn_ir
         self.kind = fn_ir.kind
         self.env: dict[str, Type] = {p.name: p.type for p in fn_ir.params}
-        self.loops: dict[str, tuple] = {}        # loop var -> (start, stop, step, over_world)
-        self.world_vars: set[str] = set()        # names bound to pld.world_size()
+        self.loops: dict[str, tuple] = {}        # loop var -> (start, stop, step, stop value)
+        self.const_vars: dict = {}               # names bound to a constant-valued op call
         self.yield_stack: list = []
         self._alloc_target = None
         self.returns: list = []
@@ -112,7 +113,7 @@ class FunctionParser(CallParsing):
         if isinstance(value_node, ast.Call) and self._is_form(value_node.func, control.yield_):
             return self._yield(target, value_node, s)
         is_alloc = isinstance(value_node, ast.Call) and \
-            self._resolves_to(value_node.func, pld_ops.alloc_window_buffer)
+            getattr(self._stub_of(value_node.func), "declares_buffer", False)
         if is_alloc:
             if not isinstance(target, ast.Name):
                 raise self.syntax(s, "pld.tensor.alloc_window_buffer must be assigned to a single "
@@ -140,10 +141,12 @@ class FunctionParser(CallParsing):
 
     def _bind(self, name, value):
         self.env[name] = value.type
-        if isinstance(value, N.Call) and value.record is pld_ops.world_size.record:
-            self.world_vars.add(name)
+        # pld.world_size() is fixed per compiled program: remember the value of a
+        # name bound to it, so `n = pld.world_size(); pl.range(n)` still covers ranks
+        if isinstance(value, N.Call) and "const" in value.extra:
+            self.const_vars[name] = value.extra["const"]
         else:
-            self.world_vars.discard(name)
+            self.const_vars.pop(name, None)
 
     def _store_index(self, target, value_node, s):
         view = self.expr(target)
@@ -252,9 +255,9 @@ class FunctionParser(CallParsing):
             var = target.id
         else:
             raise self.syntax(target, "the loop variable must be a plain name")
-        over_world = isinstance(stop, N.Call) and stop.record is pld_ops.world_size.record or \
-            isinstance(stop, N.Var) and stop.name in self.world_vars
-        self.loops[var] = (start, stop, step, over_world)
+        stop_value = self.const_vars.get(stop.name) if isinstance(stop, N.Var) \
+            else const_value(stop)
+        self.loops[var] = (start, stop, step, stop_value)
         self.env[var] = ScalarType(INDEX)
         for n, v in zip(carried, init):
             self.env[n] = v.type
@@ -381,11 +384,12 @@ class FunctionParser(CallParsing):
         except UserError:
             return False
 
-    def _resolves_to(self, func_node, stub) -> bool:
+    def _stub_of(self, func_node):
+        """The op record a call's callee resolves to, or None."""
         try:
-            return self._value(func_node) is stub
+            return lookup(self._value(func_node))
         except UserError:
-            return False
+            return None
 
     def e_attribute(self, node):
         base = None
@@ -528,8 +532,8 @@ def _notified_params(fn) -> frozenset:
     the deadlock report uses it to say who could still release a wait."""
     out = set()
     for e in walk.exprs(fn.body):
-        if isinstance(e, N.Call) and e.record is pld_ops.notify.record:
-            i = walk.param_index(e.args.get("target"))
+        if isinstance(e, N.Call) and e.record.notifies is not None:
+            i = walk.param_index(e.args.get(e.record.notifies))
         elif isinstance(e, N.FuncCall):
             for j in e.func.notifies:
                 i = walk.param_index(e.args[j]) if j < len(e.args) else None

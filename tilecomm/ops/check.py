@@ -1,6 +1,7 @@
 """Helpers the type rules use to inspect a bound call and report misuse."""
 from __future__ import annotations
 
+from ..dtypes import ATOMIC_ADD_DTYPES, BF16
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.types import (ANY, AnyType, EnumType, ScalarType, TensorType, TileType,
@@ -137,8 +138,17 @@ class CallCheck:
                     f"(offset={o}, extent={e}, dim={d})", code=code, at=at,
                     hint="keep offset + extent within the tensor's shape")
 
+    def static_params(self):
+        """Every static parameter is a compile-time constant.  Runs after the
+        op's own rule, whose messages are more specific where it has any."""
+        for name in self.record.static:
+            a = self.args.get(name)
+            if a is not None and not is_constant(a):
+                self.value_error(f"{self.op} {name} must be a compile-time constant; got a "
+                                 f"runtime {describe(a.type)}", code="TC216", at=name,
+                                 hint="static parameters are fixed when the program is compiled")
+
     def atomic_dtype(self, atomic, dtype, at="atomic"):
-        from ..dtypes import ATOMIC_ADD_DTYPES, BF16
         if atomic is None or int(atomic) == 0:
             return
         if dtype not in ATOMIC_ADD_DTYPES:
@@ -164,6 +174,17 @@ def const_value(a, default=None):
     return default
 
 
+def is_constant(a) -> bool:
+    """Whether an argument is known when the program is compiled."""
+    if isinstance(a, N.Const):
+        return True
+    if isinstance(a, N.Call):
+        return "const" in a.extra
+    if isinstance(a, (N.ListExpr, N.TupleExpr)):
+        return all(is_constant(i) for i in a.items)
+    return False
+
+
 def describe(t) -> str:
     if t is None:
         return "nothing"
@@ -178,4 +199,4 @@ def _show(a) -> str:
     return describe(getattr(a, "type", None))
 
 
-__all__ = ["CallCheck", "SkipCheck", "const_value", "describe", "ANY"]
+__all__ = ["CallCheck", "SkipCheck", "const_value", "describe", "is_constant", "ANY"]

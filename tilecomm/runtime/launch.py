@@ -21,7 +21,7 @@ from ..errors import DeadlockError, RankFailure, UserError
 from ..transport import segments as S
 from . import control as C
 from .host import HostRuntime, HostTensor
-from .program import to_numpy
+from .executable import to_numpy
 
 _CALL_IDS = itertools.count(1)
 _POLL_S = 0.02

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import ProgramValueError
 from ..ir.types import ScalarType, TensorType
-from ..ops.registry import ORCH
+from ..ir.kinds import ORCH
 
 
 def rule_window_buffer_has_view(prog):
