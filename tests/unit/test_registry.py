@@ -7,6 +7,7 @@ a negative test.  Error codes raised anywhere in tilecomm must be listed in
 ``errors.CODES`` and every listed code must be raised somewhere.
 """
 import ast
+import linecache
 import os
 import re
 from types import SimpleNamespace
@@ -16,12 +17,14 @@ import pytest
 import tilecomm
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from tilecomm.errors import CODES
+from tilecomm.errors import CODES, UserError
 from tilecomm.ir.effects import Effect
 from tilecomm.ops import registry
 from tilecomm.ir.kinds import HOST, INCORE, ORCH
 from tilecomm.runtime import host as host_rt
-from tilecomm.runtime import kernel_ops, rank as rank_rt
+from tilecomm.runtime import rank as rank_rt
+
+import test_compile_errors as compile_errors
 
 PKG = os.path.dirname(os.path.abspath(tilecomm.__file__))
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -165,16 +168,17 @@ def _called(source: str, spelling: str) -> bool:
 
 
 def _coverage():
-    pos, neg = {r.name: [] for r in RECORDS}, {r.name: [] for r in RECORDS}
+    pos = {r.name: [] for r in RECORDS}
     for path, text in _test_sources():
-        bucket = neg if NEGATIVE_FILE.search(os.path.basename(path)) else pos
+        if NEGATIVE_FILE.search(os.path.basename(path)):
+            continue
         for rec in RECORDS:
             if any(_called(text, s) for s in SPELLINGS[rec.name]):
-                bucket[rec.name].append(os.path.relpath(path, TESTS))
-    return pos, neg
+                pos[rec.name].append(os.path.relpath(path, TESTS))
+    return pos
 
 
-POSITIVE, NEGATIVE = _coverage()
+POSITIVE = _coverage()
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
@@ -184,11 +188,40 @@ def test_record_has_a_positive_test(rec):
         f"test under tests/ outside the bad/failure programs")
 
 
+def _raised_at_op_calls():
+    """Record name -> the compile-error cases whose expected error code is
+    actually raised at a line that calls that op."""
+    hits = {r.name: [] for r in RECORDS}
+    for case in compile_errors.CASES:
+        obj, code = case[0], case[1]
+        try:
+            compile_errors.program_for(obj)(*compile_errors.host_args(),
+                                            config=compile_errors.config())
+        except UserError as e:
+            diags = e.diagnostics
+        else:
+            continue
+        for d in diags:
+            if d.code != code or d.span is None:
+                continue
+            text = linecache.getline(d.span.file, d.span.line)
+            for rec in RECORDS:
+                if any(_called(text, sp) for sp in SPELLINGS[rec.name]):
+                    hits[rec.name].append(f"{code} at line {d.span.line}")
+    return hits
+
+
+@pytest.fixture(scope="module")
+def negative_hits():
+    return _raised_at_op_calls()
+
+
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
-def test_record_has_a_negative_test(rec):
-    assert NEGATIVE[rec.name], (
-        f"no negative test calls {rec.name} (spellings {sorted(SPELLINGS[rec.name])}) in a "
-        f"bad/failure/error test file under tests/")
+def test_record_has_a_negative_test(rec, negative_hits):
+    """Some compile-error case raises its error code at a call of this op."""
+    assert negative_hits[rec.name], (
+        f"no compile-error case in test_compile_errors.CASES raises its code at a call of "
+        f"{rec.name} (spellings {sorted(SPELLINGS[rec.name])})")
 
 
 def test_coverage_scan_can_fail():
