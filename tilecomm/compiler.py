@@ -12,6 +12,7 @@ import numpy as np
 
 from . import dtypes as D
 from .errors import ArgumentError
+from .analysis import compute_facts
 from .frontend import source as source_mod
 from .frontend.builder import ProgramBuilder
 from .frontend.resolve import SelfNamespace
@@ -24,6 +25,7 @@ from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelIma
                                  to_numpy)
 from .runtime.launch import launch
 from .runtime.prepared import DistributedWorker
+from .verify import verify
 
 
 def arg_type(x, name):
@@ -44,12 +46,12 @@ def arg_type(x, name):
     return TensorType(tuple(int(d) for d in a.shape), dt)
 
 
-def make_executable(prog, lowered, config) -> Executable:
+def make_executable(prog, facts, lowered, config) -> Executable:
     """Package verified IR and its lowering as the runtime's plain data."""
     functions = {name: FunctionInfo(name, fn.py_name, fn.kind)
                  for name, fn in prog.functions.items()}
-    buffers = [BufferInfo(b.id, b.name, b.span, b.nbytes, frozenset(b.devices or ()),
-                          {d: frozenset(f) for d, f in b.notifiers.items()})
+    buffers = [BufferInfo(b.id, b.name, b.span, b.nbytes, facts.buffer(b).devices,
+                          {d: frozenset(f) for d, f in facts.buffer(b).notifiers.items()})
                for b in prog.buffers]
     param_shapes = {
         name: [tuple(p.type.shape) if isinstance(p.type, TensorType) and p.type.shape
@@ -81,9 +83,18 @@ class CompiledProgram:
         return self.config.dist.world_size
 
     def _build(self, arg_types):
+        """Build, analyse and verify one specialisation; raise every diagnostic of
+        the front end and of the verifier together."""
         b = ProgramBuilder(self.entry, world=self.world, platform=self.config.platform_profile,
                            arg_types=arg_types, self_ns=self.self_ns)
-        return b.build()
+        prog, diags, incomplete = b.build()
+        facts = compute_facts(prog)
+        diags += verify(prog, facts, incomplete)
+        if diags:
+            first = diags[0]
+            first.diagnostics = list(diags)
+            raise first
+        return prog, facts
 
     def precheck(self):
         """Parse and verify with annotation shapes only (no tensors yet).  With no
@@ -117,10 +128,10 @@ class CompiledProgram:
         key = types
         exe = self._cache.get(key)
         if exe is None:
-            prog = self._build(list(types))
+            prog, facts = self._build(list(types))
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
-            exe = self._cache[key] = make_executable(prog, lowered, self.config)
+            exe = self._cache[key] = make_executable(prog, facts, lowered, self.config)
         return exe
 
     def lowered(self, *args):

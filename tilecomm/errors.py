@@ -176,6 +176,7 @@ CODES = {
     "TC307": "unknown name or operation",
     "TC308": "device= on a call that does not accept it",
     "TC309": "pl.yield_ / init_values misuse",
+    "TC310": "alloc_window_buffer inside a loop",
     "TC401": "invalid DistributedConfig",
     "TC402": "invalid RunConfig",
     "TC410": "host arguments do not match the program",

@@ -656,6 +656,29 @@ def host_two_mistakes(xs: XS, ys: YS):
     return ys
 
 
+
+@pl.jit.host
+def host_parse_and_verify_mistakes(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    spare = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC213
+    bad = pld.window(xs, [W, 1], dtype=pl.INT32)  # E:TC102
+    for r in pl.range(pld.world_size()):
+        sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC310
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_failed_dispatch_hides_no_view(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r, extra=1)  # E:TC103
+    return ys
+
+
 # ---------------------------------------------------------------- host arguments
 @pl.jit.host
 def host_args(xs: XS,  # E:TC410-xs
@@ -675,3 +698,26 @@ def k_load_runtime_clamp(x: X, y: Y, win: WIN, sig: SIG):
     t = pl.load(x, [0, 0], [R, C], clamp=k > 0)  # E:TC216
     y = pl.store(t, [0, 0], y)
     return y
+
+
+# ---------------------------------------------------------------- allocation placement
+@pl.jit.host
+def host_alloc_in_rank_loop(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC310
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_in_inner_loop(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    for i in pl.range(2):
+        if i == 0:
+            sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC310
+            for r in pl.range(pld.world_size()):
+                ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                        pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys

@@ -207,6 +207,10 @@ CASES = [
     (B.host_dead_alloc, "TC213", VALUE, "pld.alloc_window_buffer(", ["'spare'", "never viewed"]),
     (B.host_view_not_dispatched, "TC213", VALUE, "pld.alloc_window_buffer(",
      ["'spare'", "never passed to a chip dispatch"]),
+    (B.host_alloc_in_rank_loop, "TC310", SYNTAX, "pld.alloc_window_buffer(",
+     ["inside a loop", "'for r in ...'", "separate buffer"]),
+    (B.host_alloc_in_inner_loop, "TC310", SYNTAX, "pld.alloc_window_buffer(",
+     ["inside a loop", "'for i in ...'"]),
     # device=
     (B.host_device_expr, "TC211", VALUE, "r + 1", ["induction variable", "got 'r + 1'"]),
     (B.host_device_out_of_range, "TC212", VALUE, "device=^5", ["device=5", "2 rank(s)"]),
@@ -368,6 +372,33 @@ def test_every_independent_mistake_in_a_host_program_is_reported():
     got = [(d.code, d.line) for d in e.diagnostics]
     want = [(code, marked_line(B.host_two_mistakes, code)[0]) for code in ("TC209", "TC210")]
     assert got == want, str(e)
+
+
+def test_verifier_rules_run_after_a_statement_failed():
+    """A rejected statement does not stop the whole-program rules: the parse
+    error, a dead buffer and an allocation in a loop are reported together."""
+    e = compile_error(B.host_parse_and_verify_mistakes)
+    got = [(d.code, d.line) for d in e.diagnostics]
+    want = [(code, marked_line(B.host_parse_and_verify_mistakes, code)[0])
+            for code in ("TC102", "TC310", "TC213")]
+    assert got == want, str(e)
+
+
+def test_a_failed_dispatch_does_not_make_its_buffers_look_unused():
+    """Facts about names in a rejected statement are incomplete: the rules that
+    report an absence (never viewed / never dispatched) say nothing about them."""
+    e = compile_error(B.host_failed_dispatch_hides_no_view)
+    assert [(d.code, d.line) for d in e.diagnostics] == \
+        [("TC103", marked_line(B.host_failed_dispatch_hides_no_view, "TC103")[0])], str(e)
+
+
+def test_verifier_rules_are_named_units():
+    from tilecomm import verify
+    names = [r.name for r in verify.RULES]
+    assert len(names) == len(set(names))
+    assert {"window-buffer-has-view", "window-view-reaches-dispatch", "tensors-before-scalars",
+            "alloc-outside-loops"} <= set(names)
+    assert all(r.doc for r in verify.RULES)
 
 
 def test_duplicate_buffer_message_points_at_first_declaration():

@@ -12,7 +12,6 @@ from ..ir.annotations import annotation_type
 from ..ops.check import describe
 from . import source as source_mod
 from .common import _err
-from ..verify.rules import verify
 from .parser import FunctionParser
 
 
@@ -32,19 +31,16 @@ class ProgramBuilder:
         self.buffer_names: dict = {}
         self.spans: list = []
         self.diags: list = []
+        self.incomplete: set = set()     # names used by statements that failed
 
     # ---------------------------------------------------------------- driver
-    def build(self) -> N.ProgramIR:
+    def build(self):
+        """The program's IR and the diagnostics of the statements that failed
+        (those statements are left out of the IR; checking goes on past them)."""
         fn_ir = self.specialise(self.entry, self.arg_types, call_span=None)
         prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
                            world=self.world, spans=self.spans, platform=self.platform)
-        if not self.diags:
-            self.diags.extend(verify(prog))
-        if self.diags:
-            first = self.diags[0]
-            first.diagnostics = list(self.diags)
-            raise first
-        return prog
+        return prog, list(self.diags), frozenset(self.incomplete)
 
     def span_id(self, span) -> int:
         self.spans.append(span)

@@ -106,7 +106,7 @@ class CallParsing:
                        f"this program (at {prev.span})", span, "TC305",
                        hint="give every alloc_window_buffer its own variable name")
         buf = N.BufferRecord(name=name, id=len(self.b.buffers), span=span,
-                             devices=frozenset(), nbytes=extra.get("nbytes"))
+                             nbytes=extra.get("nbytes"))
         self.b.buffers.append(buf)
         self.b.buffer_names[name] = buf
         extra["buffer"] = buf
@@ -154,15 +154,6 @@ class CallParsing:
             devices = self._device_set(device_node) if device_node is not None \
                 else frozenset(range(self.b.world))
             device = self.expr(device_node) if device_node is not None else None
-            for j, a in enumerate(args):
-                if isinstance(a.type, TensorType) and a.type.dist and \
-                        isinstance(a.type.origin, N.BufferRecord):
-                    buf = a.type.origin
-                    buf.passed += 1
-                    buf.devices = buf.devices | devices
-                    if j in fn_ir.notifies:
-                        for d in devices:
-                            buf.notifiers.setdefault(d, set()).add(fn_ir.py_name)
         rt = self._call_result(fn_ir, args)
         return N.FuncCall(rt, span, fn_ir, args, device, devices)
 

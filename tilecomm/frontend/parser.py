@@ -15,7 +15,6 @@ import enum
 from ..dtypes import BOOL, DataType, FP32, INDEX
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError, UserError
 from ..ir import nodes as N
-from ..ir import walk
 from ..ir.types import (ANY, Dim, DTypeType, EnumType, NONE, ScalarType, TensorType, TileType, TupleType, Type, is_static,
                         numel)
 from ..ir import forms as control
@@ -62,7 +61,6 @@ class FunctionParser(CallParsing):
             body = body[1:]                          # docstring
         self.fn.body = self.block(body)
         self._finish_returns()
-        self.fn.notifies = _notified_params(self.fn)
 
     def block(self, stmts) -> list:
         out = []
@@ -79,6 +77,7 @@ class FunctionParser(CallParsing):
                 self.b.diags.append(e)
                 for name in _assigned_names(s):
                     self.env[name] = ANY
+                self.b.incomplete.update(n.id for n in ast.walk(s) if isinstance(n, ast.Name))
         return out
 
     # ------------------------------------------------------------ statements
@@ -525,26 +524,6 @@ def _scalar_result(l, r, op):
     if isinstance(l, N.Const) and rt is not None:
         return ScalarType(rt)
     return ScalarType(lt or rt)
-
-
-def _notified_params(fn) -> frozenset:
-    """Parameters whose cells ``fn`` may notify, directly or through callees;
-    the deadlock report uses it to say who could still release a wait."""
-    out = set()
-    for e in walk.exprs(fn.body):
-        if isinstance(e, N.Call) and e.record.notifies is not None:
-            i = walk.param_index(e.args.get(e.record.notifies))
-        elif isinstance(e, N.FuncCall):
-            for j in e.func.notifies:
-                i = walk.param_index(e.args[j]) if j < len(e.args) else None
-                if i is not None:
-                    out.add(i)
-            continue
-        else:
-            continue
-        if i is not None:
-            out.add(i)
-    return frozenset(out)
 
 
 def _assigned_names(s) -> list:

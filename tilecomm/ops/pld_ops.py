@@ -185,7 +185,6 @@ def _window(c):
     buf = t.buffer
     n = numel(dims)
     if buf is not None:
-        buf.views += 1
         if n is not None and buf.nbytes is not None and n * dt.get_byte() > buf.nbytes:
             c.value_error(f"pld.tensor.window view of {n * dt.get_byte()} bytes does not fit in "
                           f"window buffer '{buf.name}' of {buf.nbytes} bytes", code="TC202",
