@@ -166,6 +166,7 @@ CODES = {
     "TC215": "not supported on the selected platform profile",
     "TC216": "value must be a compile-time constant",
     "TC217": "runtime transfer extent needs a static chunk size",
+    "TC218": "value out of range (INT32 signal values, constant expressions)",
     "TC300": "unsupported construct",
     "TC301": "operation used in the wrong kind of function",
     "TC302": "unsupported syntax",

@@ -16,6 +16,7 @@ mistake, through the normal call path, and checks that
 import inspect
 import os
 import re
+import time
 
 import numpy as np
 import pytest
@@ -211,6 +212,37 @@ CASES = [
      ["inside a loop", "'for r in ...'", "separate buffer"]),
     (B.host_alloc_in_inner_loop, "TC310", SYNTAX, "pld.alloc_window_buffer(",
      ["inside a loop", "'for i in ...'"]),
+    # integer operands: never truncated silently
+    (B.k_notify_float_peer, "TC102", TYPE, "1.9", ["peer must be an integer", "got 1.9"]),
+    (B.k_remote_load_fp32_peer, "TC102", TYPE, "p, [", ["peer must be an integer",
+                                                        "Scalar<FP32>"]),
+    (B.k_put_bool_peer, "TC102", TYPE, "True", ["peer must be an integer", "got True"]),
+    (B.k_remote_store_enum_peer, "TC102", TYPE, "SET", ["peer", "NotifyOp"]),
+    (B.k_load_float_offset, "TC102", TYPE, "[0.5", ["offsets entries must be integer",
+                                                    "got 0.5"]),
+    (B.k_wait_bool_offset, "TC102", TYPE, "[True", ["offsets entries must be integer",
+                                                    "got True"]),
+    (B.k_notify_float_value, "TC102", TYPE, "1.5", ["value must be an integer", "got 1.5"]),
+    (B.k_wait_expected_too_big, "TC218", VALUE, "2 **", ["expected 2147483648", "INT32"]),
+    (B.k_notify_value_too_small, "TC218", VALUE, "-2 **", ["value -2147483649", "INT32"]),
+    (B.host_alloc_float_size, "TC102", TYPE, "64.5", ["size in bytes must be an integer",
+                                                      "got 64.5"]),
+    # enums by type, keywords once
+    (B.k_wait_cross_enum, "TC214", VALUE, "pld.NotifyOp", ["cmp must be a WaitCmp member",
+                                                            "got NotifyOp.Set"]),
+    (B.k_notify_cross_enum, "TC214", VALUE, "pld.WaitCmp", ["op must be a NotifyOp member",
+                                                             "got WaitCmp.Eq"]),
+    (B.host_duplicate_keyword, "TC103", TYPE, "x=^xs[r]", ["multiple values", "'x'"]),
+    # constant folding
+    (B.k_negative_shift, "TC200", VALUE, "1 <<", ["negative shift count -1"]),
+    (B.k_float_pow_overflow, "TC218", VALUE, "2.0 **", ["2.0 ** 5000", "overflows"]),
+    (B.k_pow_tower, "TC218", VALUE, "7 ** 7", ["7 ** 5764801", "too large"]),
+    (B.k_get_byte_arity, "TC103", TYPE, "pl.FP32.get_byte(", ["pl.FP32.get_byte()",
+                                                              "positional argument"]),
+    # annotation dims
+    (B.k_float_annotation_dim, "TC106", TYPE, "x:", ["'x'", "dimension [0] is 2.5"]),
+    (B.k_negative_annotation_dim, "TC210", VALUE, "x:", ["'x'", "dimension [0] is -1",
+                                                        "positive"]),
     # device=
     (B.host_device_expr, "TC211", VALUE, "r + 1", ["induction variable", "got 'r + 1'"]),
     (B.host_device_out_of_range, "TC212", VALUE, "device=^5", ["device=5", "2 rank(s)"]),
@@ -284,9 +316,17 @@ def test_dynamic_dim_bound_inconsistently():
 
 
 def test_dynamic_dim_bound_consistently_compiles():
-    for n in (1, 3):
+    """Each binding of pl.dynamic("N") is its own specialisation, with N bound in
+    every function the entry reaches; the same shapes reuse it."""
+    exes = {}
+    for n in (1, 3, 1):
         a = (np.zeros((n, B.C), np.float32), np.zeros((n, B.C), np.float32))
-        B.host_dynamic.compile(*a, config=config())
+        exe = B.host_dynamic.compile(*a, config=config()).specialise(a)
+        assert exes.setdefault(n, exe) is exe
+        for fn in exe.ir.functions.values():
+            assert [tuple(p.type.shape) for p in fn.params] == [(n, B.C), (n, B.C)], fn.name
+        assert all(shapes == [(n, B.C), (n, B.C)] for shapes in exe.image.param_shapes.values())
+    assert exes[1] is not exes[3]
 
 
 @pytest.mark.parametrize("which,xs_shape,ys_shape,ys_dtype,needles", [
@@ -374,6 +414,13 @@ def test_every_independent_mistake_in_a_host_program_is_reported():
     assert got == want, str(e)
 
 
+def test_constant_folding_bounds_its_work():
+    """7 ** 7 ** 8 is refused before it is computed (computing it takes seconds)."""
+    t0 = time.perf_counter()
+    e = compile_error(program_for(B.k_pow_tower))
+    assert e.code == "TC218" and time.perf_counter() - t0 < 1.0
+
+
 def test_verifier_rules_run_after_a_statement_failed():
     """A rejected statement does not stop the whole-program rules: the parse
     error, a dead buffer and an allocation in a loop are reported together."""
@@ -438,7 +485,7 @@ def test_the_correct_program_compiles():
 def test_every_compile_time_code_has_a_negative_case():
     covered = {c[1] for c in CASES} | {"TC203", "TC215", "TC208", "TC410", "TC411", "TC401",
                                        "TC402"}
-    compile_time = {c for c in CODES if "TC101" <= c <= "TC309" or c in ("TC401", "TC402",
+    compile_time = {c for c in CODES if "TC101" <= c <= "TC399" or c in ("TC401", "TC402",
                                                                           "TC410", "TC411")}
     # TC300 is only the default code of ProgramSyntaxError; every raise site names its own
     assert compile_time - covered == {"TC300"}

@@ -63,6 +63,23 @@ class ProgramBuilder:
         FunctionParser(self, kfn, src, fn_ir).parse()
         return fn_ir
 
+    @staticmethod
+    def _check_annotation_dims(t, name, span):
+        """Annotation dims are positive integers or pl.dynamic expressions; a
+        float would be truncated and a negative one is no shape at all."""
+        if not isinstance(t, TensorType) or t.shape is None:
+            return
+        for i, d in enumerate(t.shape):
+            if isinstance(d, Dim):
+                continue
+            if not isinstance(d, int) or isinstance(d, bool):
+                raise _err(ProgramTypeError, f"parameter '{name}': tensor annotation dimension "
+                           f"[{i}] is {d!r}; dimensions are integers or pl.dynamic(...)",
+                           span, "TC106")
+            if d <= 0:
+                raise _err(ProgramValueError, f"parameter '{name}': tensor annotation dimension "
+                           f"[{i}] is {d}; all dimensions must be positive", span, "TC210")
+
     def _param_types(self, kfn, src, arg_types, call_span):
         tree = src.tree
         args = tree.args
@@ -103,6 +120,7 @@ class ProgramBuilder:
                            f"type annotation", span, "TC106",
                            hint="use pl.Tensor[...], pl.Out[...], pl.Scalar[...] or "
                                 "pld.DistributedTensor[...]")
+            self._check_annotation_dims(t, a.arg, span)
             actual = arg_types[i] if arg_types is not None and i < len(arg_types) else None
             t = self._specialise_param(t, actual, a.arg, span, kfn, call_span)
             params.append(N.Param(a.arg, t, span))

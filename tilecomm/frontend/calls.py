@@ -38,13 +38,25 @@ class CallParsing:
         if isinstance(callee, KernelFunction):
             return self._func_call(callee, node)
         if inspect.ismethod(callee) and isinstance(callee.__self__, DataType):
-            args = [const_value(self.expr(a)) for a in node.args]
-            return self._const(callee(*args), span)
+            return self._dtype_method(callee, node)
         if callee is range:
             raise self.syntax(node, "range() can only be used as a for-loop iterator")
         raise _err(ProgramSyntaxError, f"cannot call {getattr(callee, '__name__', callee)!r} "
                    f"inside a program", span, "TC302",
                    hint="programs call pl/pld operations and other program functions")
+
+    def _dtype_method(self, method, node):
+        """``pl.FP32.get_byte()``: a dtype's method on constants, folded here."""
+        span = self.span(node)
+        args = [const_value(self.expr(a)) for a in node.args]
+        kwargs = {k.arg: const_value(self.expr(k.value)) for k in node.keywords}
+        name = f"{method.__self__!r}.{method.__name__}"
+        try:
+            inspect.signature(method).bind(*args, **kwargs)
+        except TypeError as e:
+            raise _err(ProgramTypeError, f"{name}(): {e}", span, "TC103",
+                       hint=f"signature: {name}{inspect.signature(method)}") from None
+        return self._const(method(*args, **kwargs), span)
 
     def _op(self, record, node):
         span = self.span(node)
@@ -142,6 +154,10 @@ class CallParsing:
                 if k not in pnames:
                     raise _err(ProgramTypeError, f"{callee.fn.__name__}() got an unexpected "
                                f"keyword argument '{k}'", self.span(v), "TC103")
+                if k in pnames[:len(args)]:
+                    raise _err(ProgramTypeError, f"{callee.fn.__name__}() got multiple values "
+                               f"for argument '{k}' (positionally and by keyword)",
+                               self.span(v), "TC103")
             for name in pnames[len(args):]:
                 if name not in kw:
                     raise _err(ProgramTypeError, f"{callee.fn.__name__}() missing argument "

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import enum
 
+import numpy as np
+
 from ..dtypes import BOOL, DataType, FP32, INDEX
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError, UserError
 from ..ir import nodes as N
@@ -24,6 +26,7 @@ from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
 from .calls import CallParsing
 from .common import _PY, _err
+from .fold import fold
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -320,8 +323,12 @@ class FunctionParser(CallParsing):
         return self._const(node.value, self.span(node), node)
 
     def _const(self, v, span, node=None):
+        if isinstance(v, np.generic) and isinstance(v, (np.integer, np.floating, np.bool_)):
+            v = v.item()                              # numpy scalars are plain numbers here
         if isinstance(v, bool):
             return N.Const(ScalarType(BOOL), span, v)
+        if isinstance(v, enum.Enum):                  # before int: IntEnum members are ints
+            return N.Const(EnumType(type(v)), span, v)
         if isinstance(v, int):
             return N.Const(ScalarType(INDEX), span, v)
         if isinstance(v, float):
@@ -332,14 +339,13 @@ class FunctionParser(CallParsing):
             return N.Const(_PY, span, v)
         if isinstance(v, DataType):
             return N.Const(DTypeType(), span, v)
-        if isinstance(v, enum.Enum):
-            return N.Const(EnumType(type(v)), span, v)
         if isinstance(v, Dim):
             bound = v.evaluate(self.b.bindings)
             if isinstance(bound, int):
                 return N.Const(ScalarType(INDEX), span, bound)
             return N.Const(ScalarType(INDEX), span, bound)   # symbolic until specialised
-        if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, bool, Dim)) for x in v):
+        if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, bool, Dim, np.integer,
+                                                               np.floating)) for x in v):
             items = [self._const(x, span) for x in v]
             return (N.ListExpr if isinstance(v, list) else N.TupleExpr)(_PY, span, items)
         return N.Const(_PY, span, v)
@@ -435,11 +441,7 @@ class FunctionParser(CallParsing):
                            f"{describe(v.type)}", v.span, "TC102")
         if isinstance(l, N.Const) and isinstance(r, N.Const) and \
                 isinstance(l.value, (int, float)) and isinstance(r.value, (int, float)):
-            try:
-                return self._const(eval(f"a {op} b", {}, {"a": l.value, "b": r.value}), span)
-            except ZeroDivisionError:
-                raise _err(ProgramValueError, "division by zero in a constant expression", span,
-                           "TC200") from None
+            return self._const(fold(op, l.value, r.value, span), span)
         return N.BinOp(_scalar_result(l, r, op), span, op, l, r)
 
     def e_compare(self, node):

@@ -1,6 +1,8 @@
 """Annotation objects: ``pl.Tensor[[4, 8], pl.FP32]`` evaluates to an IR type."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..dtypes import DataType
 from .types import (CommCtxType, DynVar, INOUT, OUT, ScalarType, TaskIdType, TensorType,
                     TupleType, Type)
@@ -16,7 +18,9 @@ def _tensor_type(item, dist: bool) -> TensorType:
         raise TypeError(f"tensor annotation shape must be a list, got {type(shape).__name__}")
     if not isinstance(dtype, DataType):
         raise TypeError(f"tensor annotation dtype must be a pl dtype, got {dtype!r}")
-    return TensorType(tuple(shape), dtype, dist=dist)
+    # numpy integers are integers (np.int64(4) from a computed shape)
+    shape = tuple(d.item() if isinstance(d, np.integer) else d for d in shape)
+    return TensorType(shape, dtype, dist=dist)
 
 
 class Tensor:

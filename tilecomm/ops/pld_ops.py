@@ -88,8 +88,8 @@ def notify(target, peer, offsets, value, *, op):
 @notify.rule
 def _notify(c):
     _signal_cell(c, "target", "target")
-    c.scalar("peer")
-    c.scalar("value")
+    c.integer("peer")
+    c.integer("value", int32=True)
     c.enum("op", NotifyOp)
     return NONE
 
@@ -104,7 +104,7 @@ def wait(signal, offsets, expected, *, cmp):
 @wait.rule
 def _wait(c):
     _signal_cell(c, "signal", "signal")
-    c.scalar("expected")
+    c.integer("expected", int32=True)
     c.enum("cmp", WaitCmp)
     return NONE
 
@@ -151,7 +151,7 @@ def _alloc(c):
             c.value_error("pld.tensor.alloc_window_buffer dtype= is only valid when the first "
                           "argument is a shape; a scalar first argument is a size in bytes",
                           code="TC209", at="dtype")
-        c.scalar("size", "size in bytes")
+        c.integer("size", "size in bytes")
         v = const_value(a)
         if isinstance(v, int) and v <= 0:
             c.value_error(f"pld.tensor.alloc_window_buffer size must be positive; got {v}",
@@ -204,7 +204,7 @@ def remote_load(target, peer, offsets, shape, valid_shape=None):
 @remote_load.rule
 def _remote_load(c):
     t = c.dist("target", "target")
-    c.scalar("peer")
+    c.integer("peer")
     if t.rank == 0:
         c.value_error("pld.tile.remote_load target must have rank > 0", code="TC201", at="target")
     offs = c.index_list("offsets", t.rank)
@@ -225,7 +225,7 @@ def _push_rule(c, src_name, src_shape, src_dtype):
     if t.rank is not None and t.rank < 2:
         c.value_error(f"{c.op} target rank must be >= 2 to hold a 2-D push; got rank {t.rank}",
                       code="TC201", at="target")
-    c.scalar("peer")
+    c.integer("peer")
     offs = c.index_list("offsets", t.rank)
     if src_dtype is not t.dtype:
         c.type_error(f"{c.op} src dtype {src_dtype.name} differs from target dtype "
@@ -382,7 +382,7 @@ def _put(c):
     if not isinstance(s, TensorType):
         c.type_error(f"pld.tensor.put expects a Tensor or DistributedTensor src; got "
                      f"{describe(s)}", at="src")
-    c.scalar("peer")
+    c.integer("peer")
     _transfer_rule(c)
     c.atomic_dtype(c.enum("atomic", AtomicType), c.type("dst").dtype)
     return NONE
@@ -403,7 +403,7 @@ def _get(c):
     if not isinstance(d, TensorType):
         c.type_error(f"pld.tensor.get expects a Tensor or DistributedTensor dst; got "
                      f"{describe(d)}", at="dst")
-    c.scalar("peer")
+    c.integer("peer")
     return _transfer_rule(c)
 
 
