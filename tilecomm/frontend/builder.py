@@ -1,6 +1,8 @@
-"""Builds one specialisation of a program: the entry function, every function
-it reaches (specialised per argument types), the window buffers, and the
-verifier's verdict."""
+"""Builds the typed IR of one specialisation of a program: the entry function,
+every function it reaches (specialised per argument types) and the window
+buffers it declares, plus the diagnostics of the statements it rejected.
+Facts about the whole program and the verifier's rules run afterwards, in the
+compiler, over this IR."""
 from __future__ import annotations
 
 import ast
