@@ -838,3 +838,19 @@ def host_alloc_float_size(xs: XS, ys: YS):
         ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
                 pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
     return ys
+
+
+@pl.jit.incore
+def k_float_loop_bound(x: X, y: Y, win: WIN, sig: SIG):
+    for i in pl.range(2.5):  # E:TC102
+        pass
+
+
+@pl.jit.host
+def host_float_index(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r / 1], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),  # E:TC102
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys

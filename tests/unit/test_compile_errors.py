@@ -227,6 +227,9 @@ CASES = [
     (B.k_notify_value_too_small, "TC218", VALUE, "-2 **", ["value -2147483649", "INT32"]),
     (B.host_alloc_float_size, "TC102", TYPE, "64.5", ["size in bytes must be an integer",
                                                       "got 64.5"]),
+    (B.k_float_loop_bound, "TC102", TYPE, "2.5", ["bounds must be integer", "got 2.5"]),
+    (B.host_float_index, "TC102", TYPE, "r / 1", ["indices must be integer",
+                                                   "got Scalar<FP32>"]),
     # enums by type, keywords once
     (B.k_wait_cross_enum, "TC214", VALUE, "pld.NotifyOp", ["cmp must be a WaitCmp member",
                                                             "got NotifyOp.Set"]),

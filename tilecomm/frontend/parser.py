@@ -219,9 +219,9 @@ class FunctionParser(CallParsing):
             raise self.syntax(it, f"{form.name}() takes 1 to 3 bounds (stop | start, stop[, step])")
         bounds = [self.expr(a) for a in it.args]
         for b_, a in zip(bounds, it.args):
-            if not isinstance(b_.type, ScalarType):
+            if not _is_integer(b_):
                 raise _err(ProgramTypeError, f"{form.name}() bounds must be integer scalars; got "
-                           f"{describe(b_.type)}", self.span(a), "TC102")
+                           f"{_shown(b_)}", self.span(a), "TC102")
         span = self.span(s)
         if len(bounds) == 1:
             start, stop, step = N.Const(ScalarType(INDEX), span, 0), bounds[0], \
@@ -497,9 +497,9 @@ class FunctionParser(CallParsing):
                 shape.append(hi_v - lo_v)
             else:
                 e = self.expr(p)
-                if not isinstance(e.type, ScalarType):
+                if not _is_integer(e):
                     raise _err(ProgramTypeError, f"indices must be integer scalars; got "
-                               f"{describe(e.type)}", self.span(p), "TC102")
+                               f"{_shown(e)}", self.span(p), "TC102")
                 v = const_value(e)
                 if isinstance(v, int) and is_static(dim) and not 0 <= v < dim:
                     raise _err(ProgramValueError, f"index {v} is out of bounds for dimension {i} "
@@ -514,6 +514,17 @@ class FunctionParser(CallParsing):
         return N.Index(rt, self.span(node), base, items)
 
     # ------------------------------------------------------------- calls
+
+
+def _is_integer(e) -> bool:
+    """An integer scalar: not a float (truncated at run time), bool or enum member."""
+    t = e.type
+    return isinstance(t, ScalarType) and t.dtype is not None and t.dtype.is_int and \
+        not isinstance(const_value(e), (bool, enum.Enum))
+
+
+def _shown(e) -> str:
+    return repr(e.value) if isinstance(e, N.Const) else describe(e.type)
 
 
 def _scalar_result(l, r, op):
