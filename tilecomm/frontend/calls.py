@@ -93,9 +93,9 @@ class CallParsing:
         if record.declares_buffer:
             lhs, self._alloc_target = self._alloc_target, None
             if lhs is None:
-                raise _err(ProgramSyntaxError, "pld.tensor.alloc_window_buffer must appear as the "
-                           "RHS of a simple assignment (its result must be bound to a named "
-                           "variable)", span, "TC303", hint="write: buf = pld.alloc_window_buffer(...)")
+                raise _err(ProgramSyntaxError, f"{record.name} must appear as the RHS of a simple "
+                           "assignment (its result must be bound to a named variable)", span,
+                           "TC303", hint=f"write: buf = {record.spellings[-1]}(...)")
             extra["lhs"] = lhs
         try:
             c = CallCheck(record, args, span, self.kind, self.b.platform, self.b.world, extra,

@@ -114,12 +114,11 @@ class FunctionParser(CallParsing):
         span = self.span(s)
         if isinstance(value_node, ast.Call) and self._is_form(value_node.func, control.yield_):
             return self._yield(target, value_node, s)
-        is_alloc = isinstance(value_node, ast.Call) and \
-            getattr(self._stub_of(value_node.func), "declares_buffer", False)
-        if is_alloc:
+        rec = self._record_of(value_node.func) if isinstance(value_node, ast.Call) else None
+        if rec is not None and rec.declares_buffer:
             if not isinstance(target, ast.Name):
-                raise self.syntax(s, "pld.tensor.alloc_window_buffer must be assigned to a single "
-                                  "variable name", "TC303")
+                raise self.syntax(s, f"{rec.name} must be assigned to a single variable name",
+                                  "TC303")
             self._alloc_target = target.id
         if isinstance(target, ast.Subscript):
             return self._store_index(target, value_node, s)
@@ -389,7 +388,7 @@ class FunctionParser(CallParsing):
         except UserError:
             return False
 
-    def _stub_of(self, func_node):
+    def _record_of(self, func_node):
         """The op record a call's callee resolves to, or None."""
         try:
             return lookup(self._value(func_node))
