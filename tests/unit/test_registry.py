@@ -279,3 +279,12 @@ def test_code_scan_finds_known_sites():
     """Sanity check of the scanner itself: known raise sites are seen."""
     assert any(w.startswith("frontend/") for w in RAISED["TC301"])
     assert any(w.startswith("runtime/rank.py") for w in RAISED["TC501"])
+
+
+def test_an_op_usable_somewhere_needs_an_implementation_there():
+    with pytest.raises(AssertionError, match="no implementation"):
+        @registry.op("pl.no_such_op_for_this_test", where=(HOST, INCORE),
+                     kernel=rank_rt.RankContext.load)
+        def no_such_op(tensor):
+            """Never registered: it has no HOST implementation."""
+    assert all(r.name != "pl.no_such_op_for_this_test" for r in registry.records())
