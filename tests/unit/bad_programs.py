@@ -656,6 +656,29 @@ def host_two_mistakes(xs: XS, ys: YS):
     return ys
 
 
+
+@pl.jit.host
+def host_parse_and_verify_mistakes(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    spare = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC213
+    bad = pld.window(xs, [W, 1], dtype=pl.INT32)  # E:TC102
+    for r in pl.range(pld.world_size()):
+        sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC310
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_failed_dispatch_hides_no_view(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r, extra=1)  # E:TC103
+    return ys
+
+
 # ---------------------------------------------------------------- host arguments
 @pl.jit.host
 def host_args(xs: XS,  # E:TC410-xs
@@ -664,5 +687,170 @@ def host_args(xs: XS,  # E:TC410-xs
     sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
     for r in pl.range(pld.world_size()):
         ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+# ---------------------------------------------------------------- static parameters
+@pl.jit.incore
+def k_load_runtime_clamp(x: X, y: Y, win: WIN, sig: SIG):
+    k = pl.read(sig, [0, 0])
+    t = pl.load(x, [0, 0], [R, C], clamp=k > 0)  # E:TC216
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+# ---------------------------------------------------------------- allocation placement
+@pl.jit.host
+def host_alloc_in_rank_loop(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC310
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.host
+def host_alloc_in_inner_loop(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    for i in pl.range(2):
+        if i == 0:
+            sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)  # E:TC310
+            for r in pl.range(pld.world_size()):
+                ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                        pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+# ---------------------------------------------------------------- integer operands
+@pl.jit.incore
+def k_notify_float_peer(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.notify(sig, 1.9, [0, 0], 1, op=SET)  # E:TC102
+
+
+@pl.jit.incore
+def k_remote_load_fp32_peer(x: X, y: Y, win: WIN, sig: SIG):
+    p = pl.read(x, [0, 0])
+    t = pld.tile.remote_load(win, p, [0, 0], [R, C])  # E:TC102
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_put_bool_peer(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.put(win, True, x)  # E:TC102
+
+
+@pl.jit.incore
+def k_remote_store_enum_peer(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [R, C])
+    pld.remote_store(t, win, SET, [0, 0])  # E:TC102
+
+
+@pl.jit.incore
+def k_load_float_offset(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0.5, 0], [R, C])  # E:TC102
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_wait_bool_offset(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.wait(sig, [True, 0], 1, cmp=GE)  # E:TC102
+
+
+@pl.jit.incore
+def k_notify_float_value(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.notify(sig, 0, [0, 0], 1.5, op=SET)  # E:TC102
+
+
+@pl.jit.incore
+def k_wait_expected_too_big(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.wait(sig, [0, 0], 2 ** 31, cmp=GE)  # E:TC218
+
+
+@pl.jit.incore
+def k_notify_value_too_small(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.notify(sig, 0, [0, 0], -2 ** 31 - 1, op=SET)  # E:TC218
+
+
+# ---------------------------------------------------------------- enums and keywords
+@pl.jit.incore
+def k_wait_cross_enum(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.wait(sig, [0, 0], 1, cmp=pld.NotifyOp.Set)  # E:TC214
+
+
+@pl.jit.incore
+def k_notify_cross_enum(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.notify(sig, 0, [0, 0], 1, op=pld.WaitCmp.Eq)  # E:TC214
+
+
+@pl.jit.host
+def host_duplicate_keyword(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), x=xs[r], device=r)  # E:TC103
+    return ys
+
+
+# ---------------------------------------------------------------- constant folding
+@pl.jit.incore
+def k_negative_shift(x: X, y: Y, win: WIN, sig: SIG):
+    n = 1 << -1  # E:TC200
+
+
+@pl.jit.incore
+def k_float_pow_overflow(x: X, y: Y, win: WIN, sig: SIG):
+    f = 2.0 ** 5000  # E:TC218
+
+
+@pl.jit.incore
+def k_pow_tower(x: X, y: Y, win: WIN, sig: SIG):
+    n = 7 ** 7 ** 8  # E:TC218
+
+
+@pl.jit.incore
+def k_get_byte_arity(x: X, y: Y, win: WIN, sig: SIG):
+    n = pl.FP32.get_byte(3)  # E:TC103
+
+
+# ---------------------------------------------------------------- annotation dims and sizes
+@pl.jit.incore
+def k_float_annotation_dim(x: pl.Tensor[[2.5, C], pl.FP32],  # E:TC106
+                           y: Y, win: WIN, sig: SIG):
+    return y
+
+
+@pl.jit.incore
+def k_negative_annotation_dim(x: pl.Tensor[[-1, C], pl.FP32],  # E:TC210
+                              y: Y, win: WIN, sig: SIG):
+    return y
+
+
+@pl.jit.host
+def host_alloc_float_size(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer(64.5)  # E:TC102
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pl.jit.incore
+def k_float_loop_bound(x: X, y: Y, win: WIN, sig: SIG):
+    for i in pl.range(2.5):  # E:TC102
+        pass
+
+
+@pl.jit.host
+def host_float_index(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r / 1], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),  # E:TC102
                 pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
     return ys

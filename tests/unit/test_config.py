@@ -69,7 +69,14 @@ def test_distributed_config_other_fields_rejected(kw, needle):
 @pytest.mark.parametrize("kw", [dict(aicpu_thread_num=0), dict(aicpu_thread_num=2),
                                 dict(num_sub_workers=3)])
 def test_distributed_config_other_fields_accepted(kw):
-    DistributedConfig(device_ids=[0], **kw)
+    dc = DistributedConfig(device_ids=[0], **kw)
+    default = DistributedConfig(device_ids=[0])
+    for k, v in kw.items():
+        assert getattr(dc, k) == v
+    # the value is part of the configuration: it distinguishes configs unless it is the default
+    assert (dc == default) == all(getattr(default, k) == v for k, v in kw.items())
+    assert dc.world_size == 1 and dc.device_ids == (0,)
+    assert RunConfig(distributed_config=dc).dist is dc
 
 
 def test_distributed_config_is_frozen_and_hashable():

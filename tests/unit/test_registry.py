@@ -7,6 +7,7 @@ a negative test.  Error codes raised anywhere in tilecomm must be listed in
 ``errors.CODES`` and every listed code must be raised somewhere.
 """
 import ast
+import linecache
 import os
 import re
 from types import SimpleNamespace
@@ -16,11 +17,14 @@ import pytest
 import tilecomm
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from tilecomm.errors import CODES
+from tilecomm.errors import CODES, UserError
+from tilecomm.ir.effects import Effect
 from tilecomm.ops import registry
-from tilecomm.ops.registry import HOST, INCORE, ORCH
+from tilecomm.ir.kinds import HOST, INCORE, ORCH
 from tilecomm.runtime import host as host_rt
-from tilecomm.runtime import kernel_ops, rank as rank_rt
+from tilecomm.runtime import rank as rank_rt
+
+import test_compile_errors as compile_errors
 
 PKG = os.path.dirname(os.path.abspath(tilecomm.__file__))
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,24 +41,22 @@ def _id(rec):
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
 def test_record_is_complete(rec):
     assert rec.rule is not None and callable(rec.rule), f"{rec.name} has no type rule"
-    assert rec.impl or rec.lower, f"{rec.name} has neither a runtime impl nor a lowering"
+    assert set(rec.impls) == set(rec.contexts), f"{rec.name}: implementations {rec.impls}"
+    assert all(isinstance(e, Effect) for e in rec.effects), rec.effects
     assert rec.doc.strip(), f"{rec.name} has no doc"
     assert rec.contexts and rec.contexts <= {HOST, ORCH, INCORE}, rec.contexts
     assert rec.stub.record is rec and registry.lookup(rec.stub) is rec
     assert re.fullmatch(r"pld?(\.[a-z_]+)+", rec.name), rec.name
 
 
-@pytest.mark.parametrize("rec", [r for r in RECORDS if r.impl], ids=_id)
-def test_impl_exists_where_the_op_can_run(rec):
-    """The lowering calls ``_rt.<impl>``: kernels run on a RankContext, HOST code
-    on the HostRuntime."""
-    if rec.contexts & {INCORE, ORCH}:
-        assert callable(getattr(rank_rt.RankContext, rec.impl, None)) or \
-            callable(getattr(kernel_ops.KernelOps, rec.impl, None)), \
-            f"{rec.name}: RankContext has no {rec.impl}"
-    if HOST in rec.contexts:
-        assert callable(getattr(host_rt.HostRuntime, rec.impl, None)), \
-            f"{rec.name}: HostRuntime has no {rec.impl}"
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_impl_is_what_the_lowering_calls(rec):
+    """The lowering calls ``_rt.<impl.__name__>``: kernels run on a RankContext,
+    HOST code on the HostRuntime; that method must be the record's function."""
+    for kind, impl in rec.impls.items():
+        runtime = host_rt.HostRuntime if kind == HOST else rank_rt.RankContext
+        assert getattr(runtime, impl.__name__, None) is impl, \
+            f"{rec.name}: {runtime.__name__}.{impl.__name__} is not {impl.__qualname__}"
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
@@ -91,9 +93,63 @@ SPELLINGS = spellings()
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
-def test_record_is_reachable_under_its_canonical_name(rec):
-    assert rec.name in SPELLINGS[rec.name], \
-        f"{rec.name} is not reachable as {rec.name}; spellings: {sorted(SPELLINGS[rec.name])}"
+def test_surface_spells_each_record_exactly_as_declared(rec):
+    """The pl / pld namespaces offer a record under its canonical name and its
+    declared aliases (e.g. the 2-segment pld short forms), and nothing else."""
+    assert SPELLINGS[rec.name] == set(rec.spellings), \
+        f"{rec.name}: the surface spells it {sorted(SPELLINGS[rec.name])}, the record declares " \
+        f"{sorted(rec.spellings)}"
+
+
+def test_pld_short_forms_are_the_reference_list():
+    short = sorted(s for r in RECORDS for s in r.spellings if s.startswith("pld.")
+                   and s.count(".") == 1)
+    assert short == ["pld.alloc_window_buffer", "pld.get_comm_ctx", "pld.nranks", "pld.rank",
+                     "pld.remote_load", "pld.remote_store", "pld.window", "pld.world_size"]
+
+
+def test_pld_exports_exactly_the_reference_names():
+    assert sorted(pld.__all__) == sorted(
+        ["AtomicType", "CommCtx", "CommCtxType", "DistributedTensor", "NotifyOp", "ReduceOp",
+         "WaitCmp", "alloc_window_buffer", "get_comm_ctx", "nranks", "rank", "remote_load",
+         "remote_store", "system", "tensor", "tile", "window", "world_size"])
+    assert all(hasattr(pld, n) for n in pld.__all__)
+
+
+# ------------------------------------------------------------------ implementations
+@pytest.mark.parametrize("rec", RECORDS, ids=_id)
+def test_stub_and_implementation_signatures_agree(rec):
+    for kind, impl in rec.impls.items():
+        why = registry.signature_mismatch(rec, impl)
+        assert why is None, f"{rec.name} ({kind}) -> {impl.__qualname__}: {why}"
+
+
+def test_signature_check_can_fail():
+    rec = pld.system.notify.record
+
+    def reordered(self, target, offsets, peer, value, op):
+        pass
+
+    def keyword_only(self, target, peer, offsets, value, *, op):
+        pass
+
+    def other_default(self, target, peer, offsets, value, op=1):
+        pass
+
+    def fine(self, target, peer, offsets, value, op):
+        pass
+
+    assert "expected" in registry.signature_mismatch(rec, reordered)
+    assert "by position" in registry.signature_mismatch(rec, keyword_only)
+    assert "defaults to" in registry.signature_mismatch(rec, other_default)
+    assert registry.signature_mismatch(rec, fine) is None
+    wait = pld.system.wait.record          # a WAIT takes the call's span id last
+    assert registry.signature_mismatch(wait, lambda self, signal, offsets, expected, cmp: 0)
+    cast = pl.cast.record
+
+    def cast_other_mode(self, input, target_type, mode="floor"):
+        pass
+    assert "defaults to" in registry.signature_mismatch(cast, cast_other_mode)
 
 
 # ------------------------------------------------------------------ test coverage
@@ -112,16 +168,17 @@ def _called(source: str, spelling: str) -> bool:
 
 
 def _coverage():
-    pos, neg = {r.name: [] for r in RECORDS}, {r.name: [] for r in RECORDS}
+    pos = {r.name: [] for r in RECORDS}
     for path, text in _test_sources():
-        bucket = neg if NEGATIVE_FILE.search(os.path.basename(path)) else pos
+        if NEGATIVE_FILE.search(os.path.basename(path)):
+            continue
         for rec in RECORDS:
             if any(_called(text, s) for s in SPELLINGS[rec.name]):
-                bucket[rec.name].append(os.path.relpath(path, TESTS))
-    return pos, neg
+                pos[rec.name].append(os.path.relpath(path, TESTS))
+    return pos
 
 
-POSITIVE, NEGATIVE = _coverage()
+POSITIVE = _coverage()
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
@@ -131,11 +188,40 @@ def test_record_has_a_positive_test(rec):
         f"test under tests/ outside the bad/failure programs")
 
 
+def _raised_at_op_calls():
+    """Record name -> the compile-error cases whose expected error code is
+    actually raised at a line that calls that op."""
+    hits = {r.name: [] for r in RECORDS}
+    for case in compile_errors.CASES:
+        obj, code = case[0], case[1]
+        try:
+            compile_errors.program_for(obj)(*compile_errors.host_args(),
+                                            config=compile_errors.config())
+        except UserError as e:
+            diags = e.diagnostics
+        else:
+            continue
+        for d in diags:
+            if d.code != code or d.span is None:
+                continue
+            text = linecache.getline(d.span.file, d.span.line)
+            for rec in RECORDS:
+                if any(_called(text, sp) for sp in SPELLINGS[rec.name]):
+                    hits[rec.name].append(f"{code} at line {d.span.line}")
+    return hits
+
+
+@pytest.fixture(scope="module")
+def negative_hits():
+    return _raised_at_op_calls()
+
+
 @pytest.mark.parametrize("rec", RECORDS, ids=_id)
-def test_record_has_a_negative_test(rec):
-    assert NEGATIVE[rec.name], (
-        f"no negative test calls {rec.name} (spellings {sorted(SPELLINGS[rec.name])}) in a "
-        f"bad/failure/error test file under tests/")
+def test_record_has_a_negative_test(rec, negative_hits):
+    """Some compile-error case raises its error code at a call of this op."""
+    assert negative_hits[rec.name], (
+        f"no compile-error case in test_compile_errors.CASES raises its code at a call of "
+        f"{rec.name} (spellings {sorted(SPELLINGS[rec.name])})")
 
 
 def test_coverage_scan_can_fail():
@@ -193,3 +279,12 @@ def test_code_scan_finds_known_sites():
     """Sanity check of the scanner itself: known raise sites are seen."""
     assert any(w.startswith("frontend/") for w in RAISED["TC301"])
     assert any(w.startswith("runtime/rank.py") for w in RAISED["TC501"])
+
+
+def test_an_op_usable_somewhere_needs_an_implementation_there():
+    with pytest.raises(AssertionError, match="no implementation"):
+        @registry.op("pl.no_such_op_for_this_test", where=(HOST, INCORE),
+                     kernel=rank_rt.RankContext.load)
+        def no_such_op(tensor):
+            """Never registered: it has no HOST implementation."""
+    assert all(r.name != "pl.no_such_op_for_this_test" for r in registry.records())

@@ -1,6 +1,8 @@
-"""Builds one specialisation of a program: the entry function, every function
-it reaches (specialised per argument types), the window buffers, and the
-verifier's verdict."""
+"""Builds the typed IR of one specialisation of a program: the entry function,
+every function it reaches (specialised per argument types) and the window
+buffers it declares, plus the diagnostics of the statements it rejected.
+Facts about the whole program and the verifier's rules run afterwards, in the
+compiler, over this IR."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +10,7 @@ import ast
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.types import (Dim, DynVar, TensorType, bind_shape)
-from ..language.typing import annotation_type
+from ..ir.annotations import annotation_type
 from ..ops.check import describe
 from . import source as source_mod
 from .common import _err
@@ -31,20 +33,16 @@ class ProgramBuilder:
         self.buffer_names: dict = {}
         self.spans: list = []
         self.diags: list = []
+        self.incomplete: set = set()     # names used by statements that failed
 
     # ---------------------------------------------------------------- driver
-    def build(self) -> N.ProgramIR:
+    def build(self):
+        """The program's IR and the diagnostics of the statements that failed
+        (those statements are left out of the IR; checking goes on past them)."""
         fn_ir = self.specialise(self.entry, self.arg_types, call_span=None)
         prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
                            world=self.world, spans=self.spans, platform=self.platform)
-        if not self.diags:
-            from ..verify.rules import verify
-            self.diags.extend(verify(prog))
-        if self.diags:
-            first = self.diags[0]
-            first.diagnostics = list(self.diags)
-            raise first
-        return prog
+        return prog, list(self.diags), frozenset(self.incomplete)
 
     def span_id(self, span) -> int:
         self.spans.append(span)
@@ -66,6 +64,23 @@ class ProgramBuilder:
         self.functions[name] = fn_ir
         FunctionParser(self, kfn, src, fn_ir).parse()
         return fn_ir
+
+    @staticmethod
+    def _check_annotation_dims(t, name, span):
+        """Annotation dims are positive integers or pl.dynamic expressions; a
+        float would be truncated and a negative one is no shape at all."""
+        if not isinstance(t, TensorType) or t.shape is None:
+            return
+        for i, d in enumerate(t.shape):
+            if isinstance(d, Dim):
+                continue
+            if not isinstance(d, int) or isinstance(d, bool):
+                raise _err(ProgramTypeError, f"parameter '{name}': tensor annotation dimension "
+                           f"[{i}] is {d!r}; dimensions are integers or pl.dynamic(...)",
+                           span, "TC106")
+            if d <= 0:
+                raise _err(ProgramValueError, f"parameter '{name}': tensor annotation dimension "
+                           f"[{i}] is {d}; all dimensions must be positive", span, "TC210")
 
     def _param_types(self, kfn, src, arg_types, call_span):
         tree = src.tree
@@ -107,6 +122,7 @@ class ProgramBuilder:
                            f"type annotation", span, "TC106",
                            hint="use pl.Tensor[...], pl.Out[...], pl.Scalar[...] or "
                                 "pld.DistributedTensor[...]")
+            self._check_annotation_dims(t, a.arg, span)
             actual = arg_types[i] if arg_types is not None and i < len(arg_types) else None
             t = self._specialise_param(t, actual, a.arg, span, kfn, call_span)
             params.append(N.Param(a.arg, t, span))

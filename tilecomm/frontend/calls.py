@@ -11,10 +11,11 @@ from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.types import (ANY, CommCtxType, NONE, PtrType,
                         ScalarType, TensorType, TupleType, numel)
-from ..language import control
-from ..ops import pld_ops
+from ..ir import forms as control
+from ..ir.functions import KernelFunction
+from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
 from ..ops.check import CallCheck, SkipCheck, const_value, describe
-from ..ops.registry import HOST, INCORE, KIND_NAMES, ORCH, OpStub
+from ..ops.registry import OpStub
 from . import source as source_mod
 from .common import _err
 
@@ -34,17 +35,28 @@ class CallParsing:
             raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
                               if callee is not control.yield_ else
                               "pl.yield_(...) must be assigned: out = pl.yield_(...)")
-        from ..language.jit import KernelFunction
         if isinstance(callee, KernelFunction):
             return self._func_call(callee, node)
         if inspect.ismethod(callee) and isinstance(callee.__self__, DataType):
-            args = [const_value(self.expr(a)) for a in node.args]
-            return self._const(callee(*args), span)
+            return self._dtype_method(callee, node)
         if callee is range:
             raise self.syntax(node, "range() can only be used as a for-loop iterator")
         raise _err(ProgramSyntaxError, f"cannot call {getattr(callee, '__name__', callee)!r} "
                    f"inside a program", span, "TC302",
                    hint="programs call pl/pld operations and other program functions")
+
+    def _dtype_method(self, method, node):
+        """``pl.FP32.get_byte()``: a dtype's method on constants, folded here."""
+        span = self.span(node)
+        args = [const_value(self.expr(a)) for a in node.args]
+        kwargs = {k.arg: const_value(self.expr(k.value)) for k in node.keywords}
+        name = f"{method.__self__!r}.{method.__name__}"
+        try:
+            inspect.signature(method).bind(*args, **kwargs)
+        except TypeError as e:
+            raise _err(ProgramTypeError, f"{name}(): {e}", span, "TC103",
+                       hint=f"signature: {name}{inspect.signature(method)}") from None
+        return self._const(method(*args, **kwargs), span)
 
     def _op(self, record, node):
         span = self.span(node)
@@ -76,22 +88,25 @@ class CallParsing:
                                   if k in record.contexts)
             raise _err(ProgramSyntaxError, f"{record.name}() can only be called in {allowed}; "
                        f"here it is used in {KIND_NAMES[self.kind]}", span, "TC301",
-                       hint=_context_hint(record, self.kind))
+                       hint=record.hint_outside(self.kind))
         extra = {}
-        if record is pld_ops.alloc_window_buffer.record:
+        if record.declares_buffer:
             lhs, self._alloc_target = self._alloc_target, None
             if lhs is None:
-                raise _err(ProgramSyntaxError, "pld.tensor.alloc_window_buffer must appear as the "
-                           "RHS of a simple assignment (its result must be bound to a named "
-                           "variable)", span, "TC303", hint="write: buf = pld.alloc_window_buffer(...)")
+                raise _err(ProgramSyntaxError, f"{record.name} must appear as the RHS of a simple "
+                           "assignment (its result must be bound to a named variable)", span,
+                           "TC303", hint=f"write: buf = {record.spellings[-1]}(...)")
             extra["lhs"] = lhs
         try:
             c = CallCheck(record, args, span, self.kind, self.b.platform, self.b.world, extra,
                           explicit)
             t = record.rule(c)
+            c.static_params()
         except SkipCheck:
             t = ANY
-        if record is pld_ops.alloc_window_buffer.record and t is not ANY:
+        if record.value is not None:
+            extra["const"] = record.value(self.b.world)
+        if record.declares_buffer and t is not ANY:
             t = self._declare_buffer(extra, span)
         return N.Call(t, span, record, args, extra)
 
@@ -103,7 +118,7 @@ class CallParsing:
                        f"this program (at {prev.span})", span, "TC305",
                        hint="give every alloc_window_buffer its own variable name")
         buf = N.BufferRecord(name=name, id=len(self.b.buffers), span=span,
-                             devices=frozenset(), nbytes=extra.get("nbytes"))
+                             nbytes=extra.get("nbytes"))
         self.b.buffers.append(buf)
         self.b.buffer_names[name] = buf
         extra["buffer"] = buf
@@ -139,6 +154,10 @@ class CallParsing:
                 if k not in pnames:
                     raise _err(ProgramTypeError, f"{callee.fn.__name__}() got an unexpected "
                                f"keyword argument '{k}'", self.span(v), "TC103")
+                if k in pnames[:len(args)]:
+                    raise _err(ProgramTypeError, f"{callee.fn.__name__}() got multiple values "
+                               f"for argument '{k}' (positionally and by keyword)",
+                               self.span(v), "TC103")
             for name in pnames[len(args):]:
                 if name not in kw:
                     raise _err(ProgramTypeError, f"{callee.fn.__name__}() missing argument "
@@ -151,15 +170,6 @@ class CallParsing:
             devices = self._device_set(device_node) if device_node is not None \
                 else frozenset(range(self.b.world))
             device = self.expr(device_node) if device_node is not None else None
-            for j, a in enumerate(args):
-                if isinstance(a.type, TensorType) and a.type.dist and \
-                        isinstance(a.type.origin, N.BufferRecord):
-                    buf = a.type.origin
-                    buf.passed += 1
-                    buf.devices = buf.devices | devices
-                    if j in fn_ir.notifies:
-                        for d in devices:
-                            buf.notifiers.setdefault(d, set()).add(fn_ir.py_name)
         rt = self._call_result(fn_ir, args)
         return N.FuncCall(rt, span, fn_ir, args, device, devices)
 
@@ -210,12 +220,10 @@ class CallParsing:
                            hint="device= is a logical rank index in [0, len(device_ids))")
             return frozenset([v])
         if isinstance(e, N.Var) and e.name in self.loops:
-            start, stop, step, over_world = self.loops[e.name]
+            start, stop, step, stop_value = self.loops[e.name]
             if const_value(step) != 1:
                 raise _err(ProgramValueError, "device=r loop must have step 1", span, "TC211")
-            if over_world and const_value(start) == 0:
-                return frozenset(range(world))
-            a, b = const_value(start), const_value(stop)
+            a, b = const_value(start), stop_value
             if not (isinstance(a, int) and isinstance(b, int)):
                 raise _err(ProgramValueError, "device=r loop bound must be a constant or "
                            "pld.world_size()", span, "TC211")
@@ -228,12 +236,3 @@ class CallParsing:
                    span, "TC211",
                    hint="write: for r in pl.range(pld.world_size()): chip(..., device=r)")
 
-
-def _context_hint(record, kind):
-    if record.name == "pld.system.world_size":
-        return "pass the rank count or derive it in the kernel with pld.nranks(pld.get_comm_ctx(w))"
-    if kind == HOST:
-        return "move this into a @pl.jit.incore kernel dispatched through a @pl.jit function"
-    if kind == ORCH:
-        return "chip orchestration only sequences kernel calls; move tile work into a kernel"
-    return None

@@ -12,18 +12,21 @@ from __future__ import annotations
 import ast
 import enum
 
+import numpy as np
+
 from ..dtypes import BOOL, DataType, FP32, INDEX
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError, UserError
 from ..ir import nodes as N
-from ..ir import walk
 from ..ir.types import (ANY, Dim, DTypeType, EnumType, NONE, ScalarType, TensorType, TileType, TupleType, Type, is_static,
                         numel)
-from ..language import control
-from ..ops import pl_ops, pld_ops
+from ..ir import forms as control
+from ..ops import pl_ops
+from ..ops.registry import lookup
 from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
 from .calls import CallParsing
 from .common import _PY, _err
+from .fold import fold
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -40,8 +43,8 @@ class FunctionParser(CallParsing):
         self.fn = fn_ir
         self.kind = fn_ir.kind
         self.env: dict[str, Type] = {p.name: p.type for p in fn_ir.params}
-        self.loops: dict[str, tuple] = {}        # loop var -> (start, stop, step, over_world)
-        self.world_vars: set[str] = set()        # names bound to pld.world_size()
+        self.loops: dict[str, tuple] = {}        # loop var -> (start, stop, step, stop value)
+        self.const_vars: dict = {}               # names bound to a constant-valued op call
         self.yield_stack: list = []
         self._alloc_target = None
         self.returns: list = []
@@ -61,7 +64,6 @@ class FunctionParser(CallParsing):
             body = body[1:]                          # docstring
         self.fn.body = self.block(body)
         self._finish_returns()
-        self.fn.notifies = _notified_params(self.fn)
 
     def block(self, stmts) -> list:
         out = []
@@ -78,6 +80,7 @@ class FunctionParser(CallParsing):
                 self.b.diags.append(e)
                 for name in _assigned_names(s):
                     self.env[name] = ANY
+                self.b.incomplete.update(n.id for n in ast.walk(s) if isinstance(n, ast.Name))
         return out
 
     # ------------------------------------------------------------ statements
@@ -111,12 +114,11 @@ class FunctionParser(CallParsing):
         span = self.span(s)
         if isinstance(value_node, ast.Call) and self._is_form(value_node.func, control.yield_):
             return self._yield(target, value_node, s)
-        is_alloc = isinstance(value_node, ast.Call) and \
-            self._resolves_to(value_node.func, pld_ops.alloc_window_buffer)
-        if is_alloc:
+        rec = self._record_of(value_node.func) if isinstance(value_node, ast.Call) else None
+        if rec is not None and rec.declares_buffer:
             if not isinstance(target, ast.Name):
-                raise self.syntax(s, "pld.tensor.alloc_window_buffer must be assigned to a single "
-                                  "variable name", "TC303")
+                raise self.syntax(s, f"{rec.name} must be assigned to a single variable name",
+                                  "TC303")
             self._alloc_target = target.id
         if isinstance(target, ast.Subscript):
             return self._store_index(target, value_node, s)
@@ -140,10 +142,12 @@ class FunctionParser(CallParsing):
 
     def _bind(self, name, value):
         self.env[name] = value.type
-        if isinstance(value, N.Call) and value.record is pld_ops.world_size.record:
-            self.world_vars.add(name)
+        # pld.world_size() is fixed per compiled program: remember the value of a
+        # name bound to it, so `n = pld.world_size(); pl.range(n)` still covers ranks
+        if isinstance(value, N.Call) and "const" in value.extra:
+            self.const_vars[name] = value.extra["const"]
         else:
-            self.world_vars.discard(name)
+            self.const_vars.pop(name, None)
 
     def _store_index(self, target, value_node, s):
         view = self.expr(target)
@@ -214,9 +218,9 @@ class FunctionParser(CallParsing):
             raise self.syntax(it, f"{form.name}() takes 1 to 3 bounds (stop | start, stop[, step])")
         bounds = [self.expr(a) for a in it.args]
         for b_, a in zip(bounds, it.args):
-            if not isinstance(b_.type, ScalarType):
+            if not _is_integer(b_):
                 raise _err(ProgramTypeError, f"{form.name}() bounds must be integer scalars; got "
-                           f"{describe(b_.type)}", self.span(a), "TC102")
+                           f"{_shown(b_)}", self.span(a), "TC102")
         span = self.span(s)
         if len(bounds) == 1:
             start, stop, step = N.Const(ScalarType(INDEX), span, 0), bounds[0], \
@@ -252,9 +256,9 @@ class FunctionParser(CallParsing):
             var = target.id
         else:
             raise self.syntax(target, "the loop variable must be a plain name")
-        over_world = isinstance(stop, N.Call) and stop.record is pld_ops.world_size.record or \
-            isinstance(stop, N.Var) and stop.name in self.world_vars
-        self.loops[var] = (start, stop, step, over_world)
+        stop_value = self.const_vars.get(stop.name) if isinstance(stop, N.Var) \
+            else const_value(stop)
+        self.loops[var] = (start, stop, step, stop_value)
         self.env[var] = ScalarType(INDEX)
         for n, v in zip(carried, init):
             self.env[n] = v.type
@@ -318,8 +322,12 @@ class FunctionParser(CallParsing):
         return self._const(node.value, self.span(node), node)
 
     def _const(self, v, span, node=None):
+        if isinstance(v, np.generic) and isinstance(v, (np.integer, np.floating, np.bool_)):
+            v = v.item()                              # numpy scalars are plain numbers here
         if isinstance(v, bool):
             return N.Const(ScalarType(BOOL), span, v)
+        if isinstance(v, enum.Enum):                  # before int: IntEnum members are ints
+            return N.Const(EnumType(type(v)), span, v)
         if isinstance(v, int):
             return N.Const(ScalarType(INDEX), span, v)
         if isinstance(v, float):
@@ -330,14 +338,13 @@ class FunctionParser(CallParsing):
             return N.Const(_PY, span, v)
         if isinstance(v, DataType):
             return N.Const(DTypeType(), span, v)
-        if isinstance(v, enum.Enum):
-            return N.Const(EnumType(type(v)), span, v)
         if isinstance(v, Dim):
             bound = v.evaluate(self.b.bindings)
             if isinstance(bound, int):
                 return N.Const(ScalarType(INDEX), span, bound)
             return N.Const(ScalarType(INDEX), span, bound)   # symbolic until specialised
-        if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, bool, Dim)) for x in v):
+        if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, bool, Dim, np.integer,
+                                                               np.floating)) for x in v):
             items = [self._const(x, span) for x in v]
             return (N.ListExpr if isinstance(v, list) else N.TupleExpr)(_PY, span, items)
         return N.Const(_PY, span, v)
@@ -381,11 +388,12 @@ class FunctionParser(CallParsing):
         except UserError:
             return False
 
-    def _resolves_to(self, func_node, stub) -> bool:
+    def _record_of(self, func_node):
+        """The op record a call's callee resolves to, or None."""
         try:
-            return self._value(func_node) is stub
+            return lookup(self._value(func_node))
         except UserError:
-            return False
+            return None
 
     def e_attribute(self, node):
         base = None
@@ -432,11 +440,7 @@ class FunctionParser(CallParsing):
                            f"{describe(v.type)}", v.span, "TC102")
         if isinstance(l, N.Const) and isinstance(r, N.Const) and \
                 isinstance(l.value, (int, float)) and isinstance(r.value, (int, float)):
-            try:
-                return self._const(eval(f"a {op} b", {}, {"a": l.value, "b": r.value}), span)
-            except ZeroDivisionError:
-                raise _err(ProgramValueError, "division by zero in a constant expression", span,
-                           "TC200") from None
+            return self._const(fold(op, l.value, r.value, span), span)
         return N.BinOp(_scalar_result(l, r, op), span, op, l, r)
 
     def e_compare(self, node):
@@ -492,9 +496,9 @@ class FunctionParser(CallParsing):
                 shape.append(hi_v - lo_v)
             else:
                 e = self.expr(p)
-                if not isinstance(e.type, ScalarType):
+                if not _is_integer(e):
                     raise _err(ProgramTypeError, f"indices must be integer scalars; got "
-                               f"{describe(e.type)}", self.span(p), "TC102")
+                               f"{_shown(e)}", self.span(p), "TC102")
                 v = const_value(e)
                 if isinstance(v, int) and is_static(dim) and not 0 <= v < dim:
                     raise _err(ProgramValueError, f"index {v} is out of bounds for dimension {i} "
@@ -511,6 +515,17 @@ class FunctionParser(CallParsing):
     # ------------------------------------------------------------- calls
 
 
+def _is_integer(e) -> bool:
+    """An integer scalar: not a float (truncated at run time), bool or enum member."""
+    t = e.type
+    return isinstance(t, ScalarType) and t.dtype is not None and t.dtype.is_int and \
+        not isinstance(const_value(e), (bool, enum.Enum))
+
+
+def _shown(e) -> str:
+    return repr(e.value) if isinstance(e, N.Const) else describe(e.type)
+
+
 def _scalar_result(l, r, op):
     lt, rt = l.type.dtype, r.type.dtype
     if op == "/":
@@ -521,26 +536,6 @@ def _scalar_result(l, r, op):
     if isinstance(l, N.Const) and rt is not None:
         return ScalarType(rt)
     return ScalarType(lt or rt)
-
-
-def _notified_params(fn) -> frozenset:
-    """Parameters whose cells ``fn`` may notify, directly or through callees;
-    the deadlock report uses it to say who could still release a wait."""
-    out = set()
-    for e in walk.exprs(fn.body):
-        if isinstance(e, N.Call) and e.record is pld_ops.notify.record:
-            i = walk.param_index(e.args.get("target"))
-        elif isinstance(e, N.FuncCall):
-            for j in e.func.notifies:
-                i = walk.param_index(e.args[j]) if j < len(e.args) else None
-                if i is not None:
-                    out.add(i)
-            continue
-        else:
-            continue
-        if i is not None:
-            out.add(i)
-    return frozenset(out)
 
 
 def _assigned_names(s) -> list:

@@ -7,6 +7,7 @@ import builtins
 import types
 
 from ..errors import ProgramSyntaxError
+from ..ops.registry import records
 
 _MISSING = object()
 
@@ -29,13 +30,13 @@ def lookup_name(src, name: str):
 
 
 def _pld_hint_for(mod_name: str, attr: str) -> str | None:
-    from ..language import distributed as pld
     if mod_name == "tilecomm.language.distributed":
+        spellings = [s for r in records() for s in r.spellings]
         for cat in ("system", "tensor", "tile"):
-            if hasattr(getattr(pld, cat), attr):
+            if f"pld.{cat}.{attr}" in spellings:
                 return f"pld.{attr} has no short form; write pld.{cat}.{attr}"
-        return ("short forms are pld.world_size, pld.rank, pld.nranks, pld.get_comm_ctx, "
-                "pld.alloc_window_buffer, pld.window, pld.remote_load, pld.remote_store")
+        short = [s for s in spellings if s.startswith("pld.") and s.count(".") == 1]
+        return "short forms are " + ", ".join(short)
     return None
 
 

@@ -170,21 +170,17 @@ class FunctionIR:
     ret_type: Type | None = None
     py_name: str = ""
     returns_param: Any = None   # index (or tuple of indices) of the returned parameter(s)
-    notifies: frozenset = frozenset()   # parameters whose cells this function may notify
 
 
 @dataclass(eq=False)
 class BufferRecord:
-    """One ``pld.alloc_window_buffer`` site."""
+    """One ``pld.alloc_window_buffer`` site.  What the program does with it
+    (views, dispatches, devices, notifiers) is computed by ``analysis.facts``."""
 
     name: str
     id: int
     span: Span
-    devices: Any = None         # frozenset of devices: union of the dispatches its views reach
     nbytes: Any = None          # static byte size when known
-    views: int = 0
-    passed: int = 0
-    notifiers: dict = field(default_factory=dict)   # device -> names of functions notifying it
 
 
 @dataclass(eq=False)

@@ -4,11 +4,12 @@ from __future__ import annotations
 from . import nodes as N
 
 
-def exprs(node):
-    """Every expression inside ``node`` (a statement, expression or list), depth first."""
+def exprs(node, shallow=False):
+    """Every expression inside ``node`` (a statement, expression or list), depth
+    first; ``shallow``: not those of statements nested in a loop or branch body."""
     if isinstance(node, list):
         for n in node:
-            yield from exprs(n)
+            yield from exprs(n, shallow)
         return
     if isinstance(node, N.Expr):
         yield node
@@ -34,15 +35,27 @@ def exprs(node):
     elif isinstance(node, N.StoreIndex):
         children = [node.target, node.value]
     elif isinstance(node, N.For):
-        children = [node.start, node.stop, node.step] + node.init + node.body
+        children = [node.start, node.stop, node.step] + node.init + ([] if shallow else node.body)
     elif isinstance(node, N.Yield):
         children = node.values
     elif isinstance(node, N.If):
-        children = [node.cond] + node.body + node.orelse
+        children = [node.cond] + ([] if shallow else node.body + node.orelse)
     elif isinstance(node, N.Return):
         children = [node.value] if node.value is not None else []
     for c in children:
-        yield from exprs(c)
+        yield from exprs(c, shallow)
+
+
+def stmts_in_loops(body, loops=()):
+    """Every statement of ``body``, nested ones included, with the ``For``
+    statements enclosing it (innermost last)."""
+    for s in body:
+        yield s, loops
+        if isinstance(s, N.For):
+            yield from stmts_in_loops(s.body, loops + (s,))
+        elif isinstance(s, N.If):
+            yield from stmts_in_loops(s.body, loops)
+            yield from stmts_in_loops(s.orelse, loops)
 
 
 def param_index(expr):

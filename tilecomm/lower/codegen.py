@@ -16,9 +16,10 @@ import os
 from ..dtypes import DataType
 from ..errors import InternalError
 from ..ir import nodes as N
+from ..ir.effects import Effect
 from ..ir.types import Dim, TensorType, is_static
 from ..ops.check import const_value
-from ..ops.registry import HOST
+from ..ir.kinds import HOST
 
 _CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -144,15 +145,20 @@ class FunctionEmitter:
 
     def e_Call(self, x):
         rec = x.record
-        if rec.lower is not None:
-            return rec.lower(self, x)
-        args = [self.e(x.args[p]) for p in rec.signature.parameters]
-        if rec.impl == "alloc_window_buffer":
-            buf = x.extra["buffer"]
-            args = [str(buf.id), args[0], args[1]]
-        if "wait" in rec.effects:            # where the rank blocks, for the deadlock report
+        impl = rec.impl_for(self.fn.kind)
+        if impl is None:
+            raise InternalError(f"{rec.name} has no implementation for {self.fn.kind} functions")
+        # the argument list is rec.impl_param_names(); a test checks every
+        # implementation's signature against it
+        args = [self.e(x.args[p]) for p in rec.runtime_params()]
+        if rec.declares_buffer:
+            args.insert(0, str(x.extra["buffer"].id))
+        if Effect.WAIT in rec.effects:       # where the rank blocks, for the deadlock report
             args.append(str(self.span_id(x.span)))
-        return f"_rt.{rec.impl}({', '.join(args)})"
+        # the runtime object _rt is a RankContext or a HostRuntime whose method
+        # of this name is the record's implementation (checked by a test); a
+        # direct method call keeps the hot path free of any indirection
+        return f"_rt.{impl.__name__}({', '.join(args)})"
 
     def e_FuncCall(self, x):
         callee = x.func

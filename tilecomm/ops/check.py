@@ -1,10 +1,16 @@
 """Helpers the type rules use to inspect a bound call and report misuse."""
 from __future__ import annotations
 
+import enum
+
+from ..dtypes import ATOMIC_ADD_DTYPES, BF16
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.types import (ANY, AnyType, EnumType, ScalarType, TensorType, TileType,
                         is_static)
+
+
+INT32_MIN, INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 
 class SkipCheck(Exception):
@@ -103,11 +109,30 @@ class CallCheck:
         v = const_value(a)
         if isinstance(v, enum_cls):
             return v
-        if isinstance(v, int) and not isinstance(v, bool) and v in {m.value for m in enum_cls}:
+        # a member of another enum is a mistake even where the int values coincide
+        # (NotifyOp.Set == WaitCmp.Ge == 1): compare the enum type, not the value
+        if isinstance(v, int) and not isinstance(v, (bool, enum.Enum)) and \
+                v in {m.value for m in enum_cls}:
             return enum_cls(v)
         self.value_error(f"{self.op} {name} must be a {enum_cls.__qualname__} member "
                          f"({', '.join(m.name for m in enum_cls)}); got {_show(a)}",
                          code="TC214", at=name)
+
+    def integer(self, name, role=None, *, int32=False):
+        """An integer scalar operand (a peer, a byte size, a signal value): not a
+        float, a bool or an enum member, which would be truncated silently.
+        ``int32``: a constant must fit the 32-bit signal cell."""
+        a = self.scalar(name, role)
+        v = const_value(a)
+        dt = a.type.dtype
+        if isinstance(v, (bool, enum.Enum)) or dt is None or not dt.is_int:
+            self.type_error(f"{self.op} {role or name} must be an integer; got {_show(a)}",
+                            at=name, hint="convert explicitly (pl.cast) if a float is meant")
+        if int32 and isinstance(v, int) and not INT32_MIN <= v <= INT32_MAX:
+            self.value_error(f"{self.op} {role or name} {v} is outside the INT32 range "
+                             f"[{INT32_MIN}, {INT32_MAX}] of a signal cell", code="TC218",
+                             at=name)
+        return a
 
     def index_list(self, name, rank, what="offsets", target_what="target tensor"):
         """A list of scalar expressions whose length must equal ``rank``."""
@@ -115,9 +140,11 @@ class CallCheck:
         if not isinstance(a, (N.ListExpr, N.TupleExpr)):
             self.type_error(f"{self.op} {name} must be a list of integers; got {_show(a)}", at=name)
         for it in a.items:
-            if not isinstance(it.type, ScalarType):
+            v = const_value(it)
+            if not isinstance(it.type, ScalarType) or isinstance(v, (bool, enum.Enum)) or \
+                    it.type.dtype is not None and not it.type.dtype.is_int:
                 self.type_error(f"{self.op} {name} entries must be integer scalars; got "
-                                f"{describe(it.type)}", at=name)
+                                f"{_show(it)}", at=name)
         if rank is not None and len(a.items) != rank:
             self.value_error(f"{self.op} {what} rank ({len(a.items)}) must match {target_what} "
                              f"rank ({rank})", code="TC201", at=name,
@@ -137,8 +164,17 @@ class CallCheck:
                     f"(offset={o}, extent={e}, dim={d})", code=code, at=at,
                     hint="keep offset + extent within the tensor's shape")
 
+    def static_params(self):
+        """Every static parameter is a compile-time constant.  Runs after the
+        op's own rule, whose messages are more specific where it has any."""
+        for name in self.record.static:
+            a = self.args.get(name)
+            if a is not None and not is_constant(a):
+                self.value_error(f"{self.op} {name} must be a compile-time constant; got a "
+                                 f"runtime {describe(a.type)}", code="TC216", at=name,
+                                 hint="static parameters are fixed when the program is compiled")
+
     def atomic_dtype(self, atomic, dtype, at="atomic"):
-        from ..dtypes import ATOMIC_ADD_DTYPES, BF16
         if atomic is None or int(atomic) == 0:
             return
         if dtype not in ATOMIC_ADD_DTYPES:
@@ -164,6 +200,17 @@ def const_value(a, default=None):
     return default
 
 
+def is_constant(a) -> bool:
+    """Whether an argument is known when the program is compiled."""
+    if isinstance(a, N.Const):
+        return True
+    if isinstance(a, N.Call):
+        return "const" in a.extra
+    if isinstance(a, (N.ListExpr, N.TupleExpr)):
+        return all(is_constant(i) for i in a.items)
+    return False
+
+
 def describe(t) -> str:
     if t is None:
         return "nothing"
@@ -174,8 +221,10 @@ def describe(t) -> str:
 
 def _show(a) -> str:
     if isinstance(a, N.Const):
+        if isinstance(a.value, enum.Enum):
+            return f"{type(a.value).__name__}.{a.value.name}"
         return repr(a.value)
     return describe(getattr(a, "type", None))
 
 
-__all__ = ["CallCheck", "SkipCheck", "const_value", "describe", "ANY"]
+__all__ = ["CallCheck", "SkipCheck", "const_value", "describe", "is_constant", "ANY"]

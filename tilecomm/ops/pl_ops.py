@@ -5,7 +5,10 @@ from ..dtypes import DataType, FP32, INT32
 from ..ir.enums import AtomicType
 from ..ir.types import (Dim, NONE, ScalarType, TensorType, TileType, is_static)
 from .check import const_value, describe
-from .registry import HOST, INCORE, ORCH, op
+from ..ir.kinds import HOST, INCORE, ORCH
+from ..runtime.host import HostRuntime
+from ..runtime.rank import RankContext
+from .registry import op
 
 KERNEL = (INCORE,)
 ANYWHERE = (HOST, ORCH, INCORE)
@@ -34,7 +37,8 @@ def _dtype_arg(c, name):
 
 
 # ------------------------------------------------------------------ load/store
-@op("pl.load", where=KERNEL, effects={"read"}, impl="load", static=("target_memory", "clamp"))
+@op("pl.load", where=KERNEL, kernel=RankContext.load, effects=("read",),
+    static=("target_memory", "clamp"), aliases=("pl.tile.load",))
 def load(tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
     """Read ``tensor[offsets : offsets + shapes]`` into a new tile of physical shape
     ``shapes``; with ``valid_shape`` only that leading extent is read (the rest is 0).
@@ -53,7 +57,8 @@ def _load(c):
     return TileType(shp, t.dtype, tuple(valid) if valid else None)
 
 
-@op("pl.store", where=KERNEL, effects={"write"}, impl="store")
+@op("pl.store", where=KERNEL, kernel=RankContext.store, effects=("write",),
+    aliases=("pl.tile.store",))
 def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_):
     """Write the tile's valid region into ``output_tensor`` at ``offsets`` and return
     the updated tensor (``out = pl.store(t, [0, 0], out)``).  A 2-D tile lands on
@@ -80,7 +85,8 @@ def _store(c):
     return out
 
 
-@op("pl.read", where=(ORCH, INCORE), effects={"read"}, impl="read")
+@op("pl.read", where=(ORCH, INCORE), kernel=RankContext.read, effects=("read",),
+    aliases=("pl.tile.read", "pl.tensor.read"))
 def read(src, offset):
     """Read one element of a tensor (a window's local copy) or tile as a scalar."""
 
@@ -95,7 +101,8 @@ def _read(c):
     return ScalarType(t.dtype)
 
 
-@op("pl.write", where=(ORCH, INCORE), effects={"write"}, impl="write")
+@op("pl.write", where=(ORCH, INCORE), kernel=RankContext.write, effects=("write",),
+    aliases=("pl.tile.write", "pl.tensor.write"))
 def write(dst, offset, value):
     """Write one scalar element of a tensor (a window's local copy) or tile."""
 
@@ -150,23 +157,26 @@ def _fresh(t, shape, dtype):
 def _declare_binary(name, impl, doc):
     def stub(lhs, rhs):
         pass
-    stub.__name__ = name.rsplit(".", 1)[1]
+    short = name.rsplit(".", 1)[1]
+    stub.__name__ = short
     stub.__doc__ = doc
-    s = op(name, where=KERNEL, impl=impl)(stub)
+    s = op(name, where=KERNEL, kernel=impl,
+           aliases=(f"pl.tile.{short}", f"pl.tensor.{short}"))(stub)
     s.rule(_elementwise)
     return s
 
 
-add = _declare_binary("pl.add", "add", "Elementwise ``lhs + rhs`` on tiles/tensors; a scalar "
+add = _declare_binary("pl.add", RankContext.add, "Elementwise ``lhs + rhs`` on tiles/tensors; a scalar "
                       "operand is broadcast.")
-sub = _declare_binary("pl.sub", "sub", "Elementwise ``lhs - rhs``; a scalar operand is broadcast.")
-mul = _declare_binary("pl.mul", "mul", "Elementwise ``lhs * rhs``; a scalar operand is broadcast.")
-div = _declare_binary("pl.div", "div", "Elementwise ``lhs / rhs``; a scalar operand is broadcast.")
-maximum = _declare_binary("pl.maximum", "maximum", "Elementwise maximum of two operands.")
-minimum = _declare_binary("pl.minimum", "minimum", "Elementwise minimum of two operands.")
+sub = _declare_binary("pl.sub", RankContext.sub, "Elementwise ``lhs - rhs``; a scalar operand is broadcast.")
+mul = _declare_binary("pl.mul", RankContext.mul, "Elementwise ``lhs * rhs``; a scalar operand is broadcast.")
+div = _declare_binary("pl.div", RankContext.div, "Elementwise ``lhs / rhs``; a scalar operand is broadcast.")
+maximum = _declare_binary("pl.maximum", RankContext.maximum, "Elementwise maximum of two operands.")
+minimum = _declare_binary("pl.minimum", RankContext.minimum, "Elementwise minimum of two operands.")
 
 
-@op("pl.cast", where=KERNEL, impl="cast", static=("target_type", "mode"))
+@op("pl.cast", where=KERNEL, kernel=RankContext.cast, static=("target_type", "mode"),
+    aliases=("pl.tile.cast", "pl.tensor.cast"))
 def cast(input, target_type, mode="round"):
     """Convert a tile, tensor or scalar to ``target_type`` (round to nearest)."""
 
@@ -183,7 +193,7 @@ def _cast(c):
 
 
 # ------------------------------------------------------------------ tile makers
-@op("pl.tile.full", where=KERNEL, impl="full", static=("shape", "dtype"))
+@op("pl.tile.full", where=KERNEL, kernel=RankContext.full, static=("shape", "dtype"))
 def full(shape, dtype, value):
     """A new tile of ``shape`` filled with ``value``."""
 
@@ -196,7 +206,7 @@ def _full(c):
     return TileType(shp, dt)
 
 
-@op("pl.tile.create", where=KERNEL, impl="create_tile", static=("shape", "dtype"))
+@op("pl.tile.create", where=KERNEL, kernel=RankContext.create_tile, static=("shape", "dtype"))
 def create(shape, dtype, target_memory=None, transpose=None, *, flat_layout=None):
     """A new scratch tile of ``shape`` (zero-filled on the CPU)."""
 
@@ -206,7 +216,8 @@ def _create(c):
     return TileType(_static_list(c, "shape", None, "shape"), _dtype_arg(c, "dtype"))
 
 
-@op("pl.slice", where=KERNEL, impl="slice_", static=("shape",))
+@op("pl.slice", where=KERNEL, kernel=RankContext.slice_, static=("shape",),
+    aliases=("pl.tile.slice", "pl.tensor.slice"))
 def slice(input, shape, offset, valid_shape=None, drop_dims=None, pad_value=None, clamp=False):
     """View of ``input[offset : offset + shape]`` (shape first, then offset)."""
 
@@ -221,7 +232,8 @@ def _slice(c):
 
 
 # ------------------------------------------------------------------ scalars
-@op("pl.const", where=ANYWHERE, impl="const", static=("dtype",))
+@op("pl.const", where=ANYWHERE, kernel=RankContext.const, host=HostRuntime.const,
+    static=("dtype",))
 def const(value, dtype):
     """A typed scalar constant: ``pl.const(0, pl.INT32)``."""
 
@@ -242,12 +254,12 @@ def _scalar_pair(c):
     return ScalarType(ta if ta is not None else tb)
 
 
-@op("pl.min", where=ANYWHERE, impl="smin")
+@op("pl.min", where=ANYWHERE, kernel=RankContext.smin, host=HostRuntime.smin)
 def min(lhs, rhs):
     """The smaller of two scalars."""
 
 
-@op("pl.max", where=ANYWHERE, impl="smax")
+@op("pl.max", where=ANYWHERE, kernel=RankContext.smax, host=HostRuntime.smax)
 def max(lhs, rhs):
     """The larger of two scalars."""
 
@@ -256,8 +268,9 @@ min.rule(_scalar_pair)
 max.rule(_scalar_pair)
 
 
-@op("pl.create_tensor", where=ANYWHERE, effects={"alloc"}, impl="create_tensor",
-    static=("shape", "dtype"))
+@op("pl.create_tensor", where=ANYWHERE, kernel=RankContext.create_tensor,
+    host=HostRuntime.create_tensor, effects=("alloc",), static=("shape", "dtype"),
+    aliases=("pl.tensor.create",))
 def create_tensor(shape, dtype, layout=None, manual_dep=False, init_value=None):
     """A new zero-initialised intermediate tensor (on the host: in shared memory
     so every rank's dispatch can use it)."""

@@ -6,25 +6,55 @@ from ..ir.enums import AtomicType, NotifyOp, WaitCmp
 from ..ir.types import (CommCtxType, NONE, PtrType, ScalarType, TensorType, TileType,
                         is_static, numel)
 from .check import const_value, describe
-from .registry import HOST, INCORE, ORCH, op
+from ..ir.kinds import HOST, INCORE, ORCH
+from ..runtime.host import HostRuntime
+from ..runtime.rank import RankContext
+from .registry import op
 
 KERNEL = (INCORE,)
 
 
 # ------------------------------------------------------------------ system
-@op("pld.system.world_size", where=(HOST,), impl="world_size")
+_WORLD_SIZE_HINT = "pass the rank count or derive it in the kernel with " \
+    "pld.nranks(pld.get_comm_ctx(w))"
+
+
+# a compiled program is specific to its rank count, so the value is known
+@op("pld.system.world_size", where=(HOST,), host=HostRuntime.world_size,
+    aliases=("pld.world_size",), value=lambda world: world,
+    context_hint={ORCH: _WORLD_SIZE_HINT, INCORE: _WORLD_SIZE_HINT})
 def world_size():
     """Number of ranks of the run (``len(DistributedConfig.device_ids)``); HOST only."""
 
 
 @world_size.rule
 def _world_size(c):
-    # a compiled program is specific to its rank count, so the value is known
-    c.extra["const"] = c.world
     return ScalarType(INDEX)
 
 
-@op("pld.system.get_comm_ctx", where=(HOST, ORCH, INCORE), impl="get_comm_ctx")
+def _ctx_rule(c):
+    if not isinstance(c.type("ctx"), CommCtxType):
+        c.type_error(f"{c.op} expects a CommCtx (output of pld.system.get_comm_ctx), got "
+                     f"{describe(c.type('ctx'))}", at="ctx")
+    return ScalarType(INT32)
+
+
+@op("pld.system.rank", where=KERNEL, kernel=RankContext.rank, aliases=("pld.rank",))
+def rank(ctx):
+    """This rank's index within the comm domain of ``ctx`` (INT32)."""
+
+
+@op("pld.system.nranks", where=KERNEL, kernel=RankContext.nranks, aliases=("pld.nranks",))
+def nranks(ctx):
+    """Number of ranks in the comm domain of ``ctx`` (INT32)."""
+
+
+rank.rule(_ctx_rule)
+nranks.rule(_ctx_rule)
+
+
+@op("pld.system.get_comm_ctx", where=(HOST, ORCH, INCORE), kernel=RankContext.get_comm_ctx,
+    host=HostRuntime.get_comm_ctx, aliases=("pld.get_comm_ctx",))
 def get_comm_ctx(dist_tensor):
     """The communication context of the domain a window belongs to."""
 
@@ -38,27 +68,6 @@ def _get_comm_ctx(c):
     return CommCtxType()
 
 
-def _ctx_rule(c):
-    if not isinstance(c.type("ctx"), CommCtxType):
-        c.type_error(f"{c.op} expects a CommCtx (output of pld.system.get_comm_ctx), got "
-                     f"{describe(c.type('ctx'))}", at="ctx")
-    return ScalarType(INT32)
-
-
-@op("pld.system.rank", where=KERNEL, impl="rank")
-def rank(ctx):
-    """This rank's index within the comm domain of ``ctx`` (INT32)."""
-
-
-@op("pld.system.nranks", where=KERNEL, impl="nranks")
-def nranks(ctx):
-    """Number of ranks in the comm domain of ``ctx`` (INT32)."""
-
-
-rank.rule(_ctx_rule)
-nranks.rule(_ctx_rule)
-
-
 def _signal_cell(c, name, role):
     t = c.dist(name, role)
     if t.dtype is not INT32:
@@ -69,8 +78,8 @@ def _signal_cell(c, name, role):
     return t
 
 
-@op("pld.system.notify", where=KERNEL, effects={"signal", "remote_write"}, impl="notify",
-    static=("op",))
+@op("pld.system.notify", where=KERNEL, kernel=RankContext.notify,
+    effects=("signal", "remote_write"), static=("op",), notifies="target")
 def notify(target, peer, offsets, value, *, op):
     """Deposit ``value`` into ``target[offsets]`` of rank ``peer``'s copy:
     ``op=NotifyOp.Set`` stores it, ``op=NotifyOp.AtomicAdd`` adds it atomically."""
@@ -79,13 +88,14 @@ def notify(target, peer, offsets, value, *, op):
 @notify.rule
 def _notify(c):
     _signal_cell(c, "target", "target")
-    c.scalar("peer")
-    c.scalar("value")
+    c.integer("peer")
+    c.integer("value", int32=True)
     c.enum("op", NotifyOp)
     return NONE
 
 
-@op("pld.system.wait", where=KERNEL, effects={"wait"}, impl="wait", static=("cmp",))
+@op("pld.system.wait", where=KERNEL, kernel=RankContext.wait, effects=("wait", "read"),
+    static=("cmp",))
 def wait(signal, offsets, expected, *, cmp):
     """Block until this rank's ``signal[offsets]`` equals (``WaitCmp.Eq``) or is at
     least (``WaitCmp.Ge``) ``expected``."""
@@ -94,14 +104,15 @@ def wait(signal, offsets, expected, *, cmp):
 @wait.rule
 def _wait(c):
     _signal_cell(c, "signal", "signal")
-    c.scalar("expected")
+    c.integer("expected", int32=True)
     c.enum("cmp", WaitCmp)
     return NONE
 
 
 # ------------------------------------------------------------------ windows
-@op("pld.tensor.alloc_window_buffer", where=(HOST,), effects={"alloc"},
-    impl="alloc_window_buffer")
+@op("pld.tensor.alloc_window_buffer", where=(HOST,), host=HostRuntime.alloc_window_buffer,
+    effects=("alloc",), aliases=("pld.alloc_window_buffer",), compile_only=("name",),
+    declares_buffer=True)
 def alloc_window_buffer(size, *, dtype=None, name=""):
     """Declare a per-rank, zero-initialised window buffer of ``size`` bytes, or of
     ``prod(shape) * dtype.get_byte()`` bytes when given a shape and ``dtype=``.
@@ -140,7 +151,7 @@ def _alloc(c):
             c.value_error("pld.tensor.alloc_window_buffer dtype= is only valid when the first "
                           "argument is a shape; a scalar first argument is a size in bytes",
                           code="TC209", at="dtype")
-        c.scalar("size", "size in bytes")
+        c.integer("size", "size in bytes")
         v = const_value(a)
         if isinstance(v, int) and v <= 0:
             c.value_error(f"pld.tensor.alloc_window_buffer size must be positive; got {v}",
@@ -149,7 +160,8 @@ def _alloc(c):
     return PtrType(buffer=c.extra.get("buffer"))
 
 
-@op("pld.tensor.window", where=(HOST,), impl="window", static=("dtype",))
+@op("pld.tensor.window", where=(HOST,), host=HostRuntime.window, static=("dtype",),
+    aliases=("pld.window",))
 def window(buf, shape, *, dtype):
     """A typed DistributedTensor view of a window buffer; views of one buffer share
     storage."""
@@ -173,7 +185,6 @@ def _window(c):
     buf = t.buffer
     n = numel(dims)
     if buf is not None:
-        buf.views += 1
         if n is not None and buf.nbytes is not None and n * dt.get_byte() > buf.nbytes:
             c.value_error(f"pld.tensor.window view of {n * dt.get_byte()} bytes does not fit in "
                           f"window buffer '{buf.name}' of {buf.nbytes} bytes", code="TC202",
@@ -183,7 +194,8 @@ def _window(c):
 
 
 # ------------------------------------------------------------------ tile RMA
-@op("pld.tile.remote_load", where=KERNEL, effects={"remote_read"}, impl="remote_load")
+@op("pld.tile.remote_load", where=KERNEL, kernel=RankContext.remote_load,
+    effects=("remote_read",), aliases=("pld.remote_load",))
 def remote_load(target, peer, offsets, shape, valid_shape=None):
     """Load ``target[offsets : offsets + shape]`` from rank ``peer``'s copy into a
     new tile (``valid_shape`` reads only a ragged leading extent)."""
@@ -192,7 +204,7 @@ def remote_load(target, peer, offsets, shape, valid_shape=None):
 @remote_load.rule
 def _remote_load(c):
     t = c.dist("target", "target")
-    c.scalar("peer")
+    c.integer("peer")
     if t.rank == 0:
         c.value_error("pld.tile.remote_load target must have rank > 0", code="TC201", at="target")
     offs = c.index_list("offsets", t.rank)
@@ -213,7 +225,7 @@ def _push_rule(c, src_name, src_shape, src_dtype):
     if t.rank is not None and t.rank < 2:
         c.value_error(f"{c.op} target rank must be >= 2 to hold a 2-D push; got rank {t.rank}",
                       code="TC201", at="target")
-    c.scalar("peer")
+    c.integer("peer")
     offs = c.index_list("offsets", t.rank)
     if src_dtype is not t.dtype:
         c.type_error(f"{c.op} src dtype {src_dtype.name} differs from target dtype "
@@ -234,7 +246,8 @@ def _push_rule(c, src_name, src_shape, src_dtype):
     return NONE
 
 
-@op("pld.tile.remote_store", where=KERNEL, effects={"remote_write"}, impl="remote_store")
+@op("pld.tile.remote_store", where=KERNEL, kernel=RankContext.remote_store,
+    effects=("remote_write",), impl_renames={"src_tile": "src"})
 def remote_store(src_tile, target, peer, offsets, *, atomic=AtomicType.None_):
     """Write a local 2-D tile into rank ``peer``'s copy of ``target`` at ``offsets``;
     ``atomic=AtomicType.Add`` accumulates instead.  No synchronisation of its own."""
@@ -249,7 +262,8 @@ def _tile_remote_store(c):
     return _push_rule(c, "src_tile", s.valid_shape or s.shape, s.dtype)
 
 
-@op("pld.tensor.remote_store", where=KERNEL, effects={"remote_write"}, impl="remote_store")
+@op("pld.tensor.remote_store", where=KERNEL, kernel=RankContext.remote_store,
+    effects=("read", "remote_write"))
 def tensor_remote_store(src, target, peer, offsets, *, atomic=AtomicType.None_):
     """Tensor-level form of remote_store: push a computed tensor value (or a GM
     tensor, loaded implicitly) into rank ``peer``'s copy of ``target``."""
@@ -269,7 +283,8 @@ def _tensor_remote_store(c):
     return _push_rule(c, "src", s.shape, s.dtype)
 
 
-@op("pld.remote_store", where=KERNEL, effects={"remote_write"}, impl="remote_store")
+@op("pld.remote_store", where=KERNEL, kernel=RankContext.remote_store,
+    effects=("read", "remote_write"))
 def remote_store_short(src, target, peer, offsets, *, atomic=AtomicType.None_):
     """Short form: ``pld.tile.remote_store`` for a Tile ``src``, otherwise
     ``pld.tensor.remote_store``."""
@@ -351,7 +366,7 @@ def _transfer_rule(c):
     return NONE
 
 
-@op("pld.tensor.put", where=KERNEL, effects={"remote_write"}, impl="put",
+@op("pld.tensor.put", where=KERNEL, kernel=RankContext.put, effects=("read", "remote_write"),
     static=("chunk_rows", "chunk_cols", "pipeline"))
 def put(dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, *,
         atomic=AtomicType.None_, chunk_rows=0, chunk_cols=0, pipeline=False):
@@ -367,13 +382,13 @@ def _put(c):
     if not isinstance(s, TensorType):
         c.type_error(f"pld.tensor.put expects a Tensor or DistributedTensor src; got "
                      f"{describe(s)}", at="src")
-    c.scalar("peer")
+    c.integer("peer")
     _transfer_rule(c)
     c.atomic_dtype(c.enum("atomic", AtomicType), c.type("dst").dtype)
     return NONE
 
 
-@op("pld.tensor.get", where=KERNEL, effects={"remote_read", "write"}, impl="get",
+@op("pld.tensor.get", where=KERNEL, kernel=RankContext.get, effects=("remote_read", "write"),
     static=("chunk_rows", "chunk_cols", "pipeline"))
 def get(dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, *, chunk_rows=0,
         chunk_cols=0, pipeline=False):
@@ -388,7 +403,7 @@ def _get(c):
     if not isinstance(d, TensorType):
         c.type_error(f"pld.tensor.get expects a Tensor or DistributedTensor dst; got "
                      f"{describe(d)}", at="dst")
-    c.scalar("peer")
+    c.integer("peer")
     return _transfer_rule(c)
 
 

@@ -2,8 +2,11 @@
 
 A record is declared once, next to its type rule, and drives everything else:
 the stub users call (its signature binds call arguments), where the op may be
-used, the type/shape rule run by the front end, the effects the runtime and
-tools care about, the runtime implementation the lowering calls, and the doc.
+used, the type/shape rule run by the front end, the static parameters, the
+typed effects, the runtime implementation per function kind (function objects;
+the lowering calls them by their method name on the runtime object ``_rt``),
+the public spellings, and the doc.  The front end and the lowering never test
+an op by identity or by name: they read these attributes.
 """
 from __future__ import annotations
 
@@ -11,10 +14,15 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
-HOST, ORCH, INCORE = "host", "orchestration", "incore"
-KIND_NAMES = {HOST: "a HOST orchestrator (@pl.jit.host)",
-              ORCH: "a chip orchestration function (@pl.jit)",
-              INCORE: "an InCore kernel (@pl.jit.incore)"}
+from ..ir.effects import Effect
+from ..ir.kinds import ALL_KINDS, HOST, INCORE, ORCH
+
+# hint for calling an op in a kind of function it is not allowed in
+DEFAULT_CONTEXT_HINTS = {
+    HOST: "move this into a @pl.jit.incore kernel dispatched through a @pl.jit function",
+    ORCH: "chip orchestration only sequences kernel calls; move tile work into a kernel",
+    INCORE: None,
+}
 
 
 @dataclass(eq=False)
@@ -24,15 +32,52 @@ class OpRecord:
     contexts: frozenset            # function kinds that may call it
     signature: inspect.Signature
     doc: str
-    effects: frozenset = frozenset()   # reads / writes / remote_write / signal / wait / alloc
-    impl: str | None = None        # name of the runtime function in runtime.kernel_ops / host
+    effects: frozenset = frozenset()   # Effect members
+    impls: dict = field(default_factory=dict)   # function kind -> implementation function
     static: tuple = ()             # parameters that must be compile-time constants
     rule: Callable | None = None   # type rule: rule(call) -> Type
-    lower: Callable | None = None  # custom lowering: lower(gen, call) -> python expr source
-    aliases: list = field(default_factory=list)
+    aliases: tuple = ()            # further public spellings ("pld.window", "pl.tile.load")
+    context_hint: dict = field(default_factory=dict)   # kind -> hint when used there wrongly
+    # parameters only the compiler reads; the implementation does not receive them
+    compile_only: tuple = ()
+    # stub parameter -> implementation parameter, where one implementation serves
+    # several stubs whose public names differ (lowered calls pass positionally)
+    impl_renames: dict = field(default_factory=dict)
+    # a compile-time value of every call: value(world) (pld.world_size)
+    value: Callable | None = None
+    # the call declares a window buffer named after its assignment target; the
+    # implementation receives the buffer's id first
+    declares_buffer: bool = False
+    # the parameter whose signal cell the op writes (notify): the deadlock report
+    # names the functions that could release a wait on that cell
+    notifies: str | None = None
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+    @property
+    def spellings(self) -> tuple:
+        return (self.name,) + tuple(self.aliases)
+
+    def impl_for(self, kind: str):
+        return self.impls.get(kind)
+
+    def hint_outside(self, kind: str):
+        return self.context_hint.get(kind, DEFAULT_CONTEXT_HINTS.get(kind))
+
+    def runtime_params(self) -> list:
+        """Stub parameters passed to the implementation, in order."""
+        return [p for p in self.signature.parameters if p not in self.compile_only]
+
+    def impl_param_names(self) -> list:
+        """The parameter list (without self) every implementation must have: the
+        lowering passes exactly these, positionally."""
+        names = [self.impl_renames.get(p, p) for p in self.runtime_params()]
+        if self.declares_buffer:
+            names.insert(0, "buf_id")
+        if Effect.WAIT in self.effects:
+            names.append("_loc")       # span id of the call: where a rank blocks
+        return names
 
 
 class OpStub:
@@ -59,10 +104,6 @@ class OpStub:
         self.record.rule = fn
         return fn
 
-    def lowering(self, fn):
-        self.record.lower = fn
-        return fn
-
     def __repr__(self):
         return f"<tilecomm op {self.__qualname__}>"
 
@@ -70,14 +111,34 @@ class OpStub:
 _RECORDS: dict[str, OpRecord] = {}
 
 
-def op(name: str, *, where, effects=(), impl=None, static=()):
-    """Declare a primitive from its stub function (signature + docstring)."""
+def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), aliases=(),
+       context_hint=None, compile_only=(), impl_renames=None, value=None,
+       declares_buffer=False, notifies=None):
+    """Declare a primitive from its stub function (signature + docstring).
+
+    ``kernel`` implements it where ranks run it (orchestration and InCore
+    functions, on a ``RankContext``), ``host`` in the HOST orchestrator (on a
+    ``HostRuntime``)."""
 
     def deco(fn):
+        where_ = frozenset(where)
+        if not where_ <= set(ALL_KINDS):
+            raise AssertionError(f"op {name}: unknown function kinds {set(where_)}")
+        impls = {}
+        for kind in where_:
+            impl = host if kind == HOST else kernel
+            if impl is None:
+                raise AssertionError(f"op {name} may be used in {kind} functions but has no "
+                                     f"implementation there")
+            impls[kind] = impl
         stub = OpStub(name, fn)
-        rec = OpRecord(name=name, stub=stub, contexts=frozenset(where),
-                       signature=inspect.signature(fn), doc=inspect.cleandoc(fn.__doc__ or ""),
-                       effects=frozenset(effects), impl=impl, static=tuple(static))
+        rec = OpRecord(name=name, stub=stub, contexts=where_, signature=inspect.signature(fn),
+                       doc=inspect.cleandoc(fn.__doc__ or ""),
+                       effects=frozenset(Effect(e) for e in effects), impls=impls,
+                       static=tuple(static), aliases=tuple(aliases),
+                       context_hint=dict(context_hint or {}), compile_only=tuple(compile_only),
+                       impl_renames=dict(impl_renames or {}), value=value,
+                       declares_buffer=declares_buffer, notifies=notifies)
         if name in _RECORDS:
             raise AssertionError(f"op {name} declared twice")
         _RECORDS[name] = rec
@@ -88,10 +149,44 @@ def op(name: str, *, where, effects=(), impl=None, static=()):
 
 
 def records() -> list[OpRecord]:
-    from . import load_all  # noqa: F401  (records register on import)
+    """Every record.  Importing ``tilecomm.ops`` declares them all."""
     return list(_RECORDS.values())
 
 
 def lookup(stub) -> OpRecord | None:
     rec = getattr(stub, "record", None)
     return rec if isinstance(rec, OpRecord) else None
+
+
+def signature_mismatch(rec: OpRecord, impl) -> str | None:
+    """Why ``impl`` cannot serve ``rec`` as the lowering calls it, or None.
+
+    The lowering passes ``rec.impl_param_names()`` positionally, so the
+    implementation must take exactly those parameters, in that order, all
+    positional-or-keyword; a default it declares must be the stub's default
+    (otherwise its signature documents a behaviour the op does not have)."""
+    params = list(inspect.signature(impl).parameters.values())
+    if params and params[0].name == "self":
+        params = params[1:]
+    want = rec.impl_param_names()
+    got = [p.name for p in params]
+    if got != want:
+        return f"parameters {got} != expected {want}"
+    stub_params = {rec.impl_renames.get(n, n): p for n, p in rec.signature.parameters.items()}
+    for p in params:
+        if p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return f"parameter {p.name!r} is {p.kind.description}; lowered calls pass it by position"
+        sp = stub_params.get(p.name)
+        if p.default is not inspect.Parameter.empty and sp is not None and \
+                (sp.default is inspect.Parameter.empty or sp.default != p.default
+                 or type(sp.default) is bool and type(p.default) is not bool):
+            return f"parameter {p.name!r} defaults to {p.default!r}; the stub's default is " \
+                   f"{'none' if sp.default is inspect.Parameter.empty else repr(sp.default)}"
+    for n, sp in rec.signature.parameters.items():
+        if sp.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            return f"stub parameter {n!r} is {sp.kind.description}"
+    return None
+
+
+__all__ = ["DEFAULT_CONTEXT_HINTS", "Effect", "OpRecord", "OpStub", "lookup", "op", "records",
+           "signature_mismatch"]

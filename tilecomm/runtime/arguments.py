@@ -8,7 +8,7 @@ import numpy as np
 
 from ..transport.segments import Segment
 from .host import HostTensor
-from .program import to_numpy
+from .executable import to_numpy
 from .values import HostRef
 
 

@@ -1,91 +1,35 @@
-"""Compiled programs: specialisation per argument signature, cached."""
+"""The compiler: specialise a program per argument signature, build and verify
+its IR, lower it, and cache the resulting executables.
+
+It is the only thing the decorators call (they attach this module as the
+``driver`` of the objects they make), and the only layer that knows both the
+front end and the runtime: it hands the runtime a plain ``Executable``."""
 from __future__ import annotations
 
-import builtins
-import itertools
+from dataclasses import replace
 
 import numpy as np
 
-from .. import dtypes as D
-from ..errors import ArgumentError
-from ..ir.types import IN, ScalarType, TensorType, is_static
-from ..lower.codegen import lower_program
-from .config import RunConfig
-
-
-_IMAGE_KEYS = itertools.count(1)
-
-
-class KernelImage:
-    """What a rank needs to run one specialisation: the lowered source and the
-    tables that go with it.  Forked workers inherit it; a worker started before
-    the specialisation existed receives it pickled and compiles the source."""
-
-    def __init__(self, prog, lowered):
-        self.key = next(_IMAGE_KEYS)
-        self.source = lowered.source
-        self.filename = lowered.filename
-        self.linemap = lowered.linemap
-        self.spans = list(prog.spans)
-        self.func_names = list(prog.functions)
-        self.param_shapes = {
-            name: [tuple(p.type.shape) if isinstance(p.type, TensorType) and p.type.shape
-                   and all(map(is_static, p.type.shape)) else None for p in fn.params]
-            for name, fn in prog.functions.items()}
-        self._namespace = lowered.namespace
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_namespace"] = None             # rebuilt from the source on arrival
-        return state
-
-    def function(self, name):
-        if self._namespace is None:
-            ns: dict = {}
-            exec(builtins.compile(self.source, self.filename, "exec"), ns)
-            self._namespace = ns
-        return self._namespace[f"f_{name}"]
-
-    def span(self, loc):
-        return self.spans[loc] if 0 <= loc < len(self.spans) else None
-
-
-class Executable:
-    """One specialisation: verified IR plus lowered code, ready to launch."""
-
-    def __init__(self, prog, lowered, config: RunConfig):
-        self.prog = prog
-        self.lowered = lowered
-        self.config = config
-        self.world = prog.world
-        self.entry = lowered.namespace[f"f_{prog.entry.name}"]
-        self.image = KernelImage(prog, lowered)
-        self.directions = {
-            name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
-            for name, fn in prog.functions.items()}
-
-    def span(self, loc):
-        return self.image.span(loc)
-
-
-def to_numpy(x):
-    """A numpy view of a host argument (numpy array or torch CPU tensor)."""
-    if isinstance(x, np.ndarray):
-        return x
-    mod = type(x).__module__
-    if mod.startswith("torch"):
-        import torch
-        if x.device.type != "cpu":
-            raise ArgumentError(f"torch tensors must be on the CPU; got device {x.device}")
-        if not x.is_contiguous():
-            raise ArgumentError("torch tensors passed to a program must be contiguous")
-        if x.dtype == torch.bfloat16:
-            return x.view(torch.int16).numpy().view(D.BF16.np_dtype)
-        return x.numpy()
-    return None
+from . import dtypes as D
+from .errors import ArgumentError
+from .analysis import compute_facts
+from .frontend import source as source_mod
+from .frontend.builder import ProgramBuilder
+from .frontend.resolve import SelfNamespace
+from .ir.annotations import annotation_type
+from .ir.functions import KernelFunction, ProgramClass
+from .ir.types import IN, ScalarType, TensorType, is_static
+from .lower.codegen import lower_program
+from .runtime.config import RunConfig
+from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
+                                 to_numpy)
+from .runtime.launch import launch
+from .runtime.prepared import DistributedWorker
+from .verify import verify
 
 
 def arg_type(x, name):
+    """The IR type a host argument specialises its parameter to."""
     if isinstance(x, bool):
         return ScalarType(D.BOOL)
     if isinstance(x, (int, np.integer)):
@@ -102,6 +46,29 @@ def arg_type(x, name):
     return TensorType(tuple(int(d) for d in a.shape), dt)
 
 
+def make_executable(prog, facts, lowered, config) -> Executable:
+    """Package verified IR and its lowering as the runtime's plain data."""
+    functions = {name: FunctionInfo(name, fn.py_name, fn.kind)
+                 for name, fn in prog.functions.items()}
+    buffers = [BufferInfo(b.id, b.name, b.span, b.nbytes, facts.buffer(b).devices,
+                          {d: frozenset(f) for d, f in facts.buffer(b).notifiers.items()})
+               for b in prog.buffers]
+    param_shapes = {
+        name: [tuple(p.type.shape) if isinstance(p.type, TensorType) and p.type.shape
+               and all(map(is_static, p.type.shape)) else None for p in fn.params]
+        for name, fn in prog.functions.items()}
+    image = KernelImage(source=lowered.source, filename=lowered.filename,
+                        linemap=lowered.linemap, spans=prog.spans,
+                        func_names=list(prog.functions), param_shapes=param_shapes,
+                        namespace=lowered.namespace)
+    directions = {
+        name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
+        for name, fn in prog.functions.items()}
+    return Executable(prog=ProgramInfo(functions, buffers, prog.world), lowered=lowered,
+                      config=config, entry=lowered.namespace[f"f_{prog.entry.name}"],
+                      image=image, directions=directions, ir=prog)
+
+
 class CompiledProgram:
     """A program compiled for one RunConfig; call it with host tensors."""
 
@@ -116,10 +83,18 @@ class CompiledProgram:
         return self.config.dist.world_size
 
     def _build(self, arg_types):
-        from ..frontend.builder import ProgramBuilder
+        """Build, analyse and verify one specialisation; raise every diagnostic of
+        the front end and of the verifier together."""
         b = ProgramBuilder(self.entry, world=self.world, platform=self.config.platform_profile,
                            arg_types=arg_types, self_ns=self.self_ns)
-        return b.build()
+        prog, diags, incomplete = b.build()
+        facts = compute_facts(prog)
+        diags += verify(prog, facts, incomplete)
+        if diags:
+            first = diags[0]
+            first.diagnostics = list(diags)
+            raise first
+        return prog, facts
 
     def precheck(self):
         """Parse and verify with annotation shapes only (no tensors yet).  With no
@@ -132,7 +107,6 @@ class CompiledProgram:
         return self
 
     def _entry_has_bare_params(self) -> bool:
-        from ..language.typing import annotation_type
         for name, ann in self.entry.fn.__annotations__.items():
             t = annotation_type(ann) if name != "return" else None
             if isinstance(t, TensorType) and t.shape is None:
@@ -140,7 +114,6 @@ class CompiledProgram:
         return False
 
     def _check_args(self, args):
-        from ..frontend import source as source_mod
         src = source_mod.load(self.entry.fn)
         names = [a.arg for a in src.tree.args.args][(1 if self.entry.is_method else 0):]
         if len(args) != len(names):
@@ -155,10 +128,10 @@ class CompiledProgram:
         key = types
         exe = self._cache.get(key)
         if exe is None:
-            prog = self._build(list(types))
+            prog, facts = self._build(list(types))
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
-            exe = self._cache[key] = Executable(prog, lowered, self.config)
+            exe = self._cache[key] = make_executable(prog, facts, lowered, self.config)
         return exe
 
     def lowered(self, *args):
@@ -194,25 +167,36 @@ class CompiledProgram:
         """Start the rank processes once and keep them for many calls
         (a ``DistributedWorker``); given tensors, specialise for them first so
         the workers start with that code."""
-        from .prepared import DistributedWorker
         if args:
             self.specialise(args)
         return DistributedWorker(self, config)
 
     def __call__(self, *args, config=None):
-        from .launch import launch
         exe = self.specialise(args)
         cfg = config or self.config
         return launch(exe, list(args), cfg)
 
 
+def compile_function(kfn: KernelFunction, args, config=None) -> CompiledProgram:
+    """``fn.compile(*args, config=)``: the program of a @pl.jit.host function for
+    ``config`` (cached on the function); specialised for ``args`` when given."""
+    config = config or RunConfig()
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
+    cp = kfn._compiled.get(config)
+    if cp is None:
+        cp = kfn._compiled[config] = CompiledProgram(kfn, config=config)
+    if args:
+        cp.specialise(args)
+    else:
+        cp.precheck()
+    return cp
+
+
 def compile(program, output_dir=None, *, platform=None, distributed_config=None, config=None):
     """Compile a ``@pl.program`` class or a ``@pl.jit.host`` function."""
-    from ..language.jit import KernelFunction, ProgramClass
-    from ..frontend.resolve import SelfNamespace
     cfg = config or RunConfig()
     if platform is not None or distributed_config is not None or output_dir is not None:
-        from dataclasses import replace
         cfg = replace(cfg, platform=platform or cfg.platform,
                       distributed_config=distributed_config or cfg.distributed_config,
                       cache_dir=output_dir or cfg.cache_dir)
@@ -224,3 +208,6 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
         return program.compile(config=cfg)
     raise TypeError(f"tilecomm.ir.compile expects a @pl.program class or a @pl.jit.host "
                     f"function; got {program!r}")
+
+
+__all__ = ["CompiledProgram", "arg_type", "compile", "compile_function", "make_executable"]
