@@ -176,10 +176,11 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     try:
         ranks.know(executable.image)
         ranks.control.reset()
-        ranks.transport.start_run(run)
         host_vals, copies = share_arguments(run, args)
         if not ranks.started:
             ranks.start()
+        # after the fork: a transport's service threads must not be forked
+        ranks.transport.start_run(run)
         hr = HostRuntime(run)
         try:
             result = executable.entry(hr, *host_vals)
