@@ -136,6 +136,14 @@ def test_copy_endpoint_maps_only_its_own_copies(world2):
     assert set(e0._own) == {key.segments[0]}
 
 
+def test_a_rank_keeps_exactly_the_descriptors_its_transport_names(world2):
+    name, host, _, _, _ = world2
+    fds = host.child_fds(1)
+    assert fds == ([] if name == "shm" else [host._links[1][1].fileno()])
+    for fd in fds:
+        os.fstat(fd)                                     # open
+
+
 def test_remote_errors_come_back_to_the_caller(world2):
     name, _, (e0, _), key, _ = world2
     w1 = e0.window(key, 1)

@@ -170,6 +170,11 @@ class TransportHost(ABC):
     def started(self) -> None:
         """In the controller, once every rank process exists."""
 
+    def child_fds(self, device: int) -> list:
+        """File descriptors rank ``device``'s process must keep open (a
+        launcher that closes inherited descriptors in its children spares these)."""
+        return []
+
     def in_child(self, device: int) -> None:
         """In a freshly forked rank process: drop what belongs to other ranks."""
 

@@ -123,6 +123,9 @@ class CopyHost(TransportHost):
     def endpoint(self, device, world):
         return CopyEndpoint(device, self._links[device][1])
 
+    def child_fds(self, device):
+        return [self._links[device][1].fileno()]
+
     def in_child(self, device):
         for d, (service, rank_end) in enumerate(self._links):
             service.close()
