@@ -149,3 +149,36 @@ def test_remote_errors_come_back_to_the_caller(world2):
     w1 = e0.window(key, 1)
     with pytest.raises((ValueError, RuntimeFault)):
         e0.put(w1, (slice(0, 2), slice(0, 4)), np.ones((3, 4), np.float32), False)
+
+
+@pytest.mark.parametrize("shape", [(3100, 1024), (1, 1_600_000)],
+                         ids=["rows-in-staged-chunks", "one-row-larger-than-the-stage"])
+def test_copy_transport_moves_regions_larger_than_its_staging_buffer(shape):
+    own, run = FakeRun(), FakeRun()
+    host = make_host("copy", 2, own.new_segment)
+    host.start_run(run)
+    eps = []
+    try:
+        nbytes = 4 * shape[0] * shape[1]
+        names = host.allocate(run, nbytes, (0, 1))
+        key = WindowKey(names, (0, 1), shape, np.dtype(np.float32))
+        eps = [host.endpoint(d, 2) for d in range(2)]
+        w1 = eps[0].window(key, 1)
+        rng = np.random.default_rng(0)
+        src = rng.integers(-9, 9, size=shape).astype(np.float32)
+        index = (slice(0, shape[0]), slice(1, shape[1]))
+        eps[0].put(w1, index, src[:, 1:], False)
+        eps[0].put(w1, index, np.ones_like(src[:, 1:]), True)
+        mine = eps[1].local(key, 1)
+        np.testing.assert_array_equal(mine[:, 1:], src[:, 1:] + 1)
+        assert (mine[:, 0] == 0).all()
+        back = np.zeros(shape, np.float32)
+        eps[0].get(w1, (), back)
+        np.testing.assert_array_equal(back, mine)
+    finally:
+        for ep in eps:
+            ep.close()
+        host.end_run(run)
+        run.release()
+        host.close()
+        own.release()

@@ -11,6 +11,12 @@ followed by an unconditional futex wake, so a rank sleeping on its own cell
 (local memory) is woken exactly as with the shared-memory transport; waits
 pass no sleepers counter, so no wake can be skipped.
 
+Bulk data travels through a per-rank staging buffer, the analogue of a NIC's
+registered memory: the rank maps its own staging buffer (and no peer's
+memory), copies a chunk in, and the service copies it on into the target
+copy (a get runs the other way).  Regions that cannot be cut into chunks
+along their first dimension travel inline in the request instead.
+
 Operations on the rank's own copy (a notify to itself, a put to itself) are
 local memory operations, not requests.
 """
@@ -30,6 +36,8 @@ from .shm import SPIN_WINDOW_NS, sleep_wait
 
 __all__ = ["CopyEndpoint", "CopyHost"]
 
+STAGE_BYTES = 4 << 20           # staging buffer per rank (pages are touched only when used)
+
 
 # ------------------------------------------------------------------ requests
 @dataclass(frozen=True)
@@ -47,6 +55,29 @@ class GetRequest:
     segment: str
     shape: tuple
     dtype: str
+    index: tuple
+
+
+@dataclass(frozen=True)
+class StagedPut:
+    """Put the first ``count`` elements of the requester's staging buffer
+    (C order) into ``index`` of the target copy."""
+
+    segment: str
+    shape: tuple
+    dtype: object
+    index: tuple
+    count: int
+    atomic: bool
+
+
+@dataclass(frozen=True)
+class StagedGet:
+    """Copy ``index`` of the target copy into the requester's staging buffer."""
+
+    segment: str
+    shape: tuple
+    dtype: object
     index: tuple
 
 
@@ -82,6 +113,13 @@ class CopyHost(TransportHost):
         self._lock = threading.Lock()    # the service applies requests; end_run unmaps
         self._thread: threading.Thread | None = None
         self._stop = False
+        self._stages = []                # one staging buffer per rank
+        try:
+            for _ in range(world):
+                self._stages.append(new_segment(STAGE_BYTES))
+        except BaseException:
+            self.close()
+            raise
 
     # -- windows
     def allocate(self, run, nbytes, members):
@@ -121,7 +159,8 @@ class CopyHost(TransportHost):
 
     # -- ranks
     def endpoint(self, device, world):
-        return CopyEndpoint(device, self._links[device][1])
+        return CopyEndpoint(device, self._links[device][1],
+                            Segment.attach(self._stages[device].name))
 
     def child_fds(self, device):
         return [self._links[device][1].fileno()]
@@ -142,6 +181,7 @@ class CopyHost(TransportHost):
     # -- the service
     def _serve(self):
         conns = [service for service, _ in self._links]
+        rank_of = {c: d for d, c in enumerate(conns)}
         live = set(conns)
         while live and not self._stop:
             for conn in mp_wait(list(live) + [self._wake_r]):
@@ -154,7 +194,7 @@ class CopyHost(TransportHost):
                     continue
                 try:
                     with self._lock:
-                        reply = Reply(self._apply(req))
+                        reply = Reply(self._apply(req, rank_of[conn]))
                 except BaseException as e:   # reported to the requesting rank
                     reply = Reply(error=e)
                 try:
@@ -162,7 +202,16 @@ class CopyHost(TransportHost):
                 except (BrokenPipeError, ConnectionResetError, OSError):
                     live.discard(conn)
 
-    def _apply(self, req):
+    def _apply(self, req, rank):
+        if isinstance(req, StagedPut):
+            dst = self._seg(req.segment).ndarray(req.dtype, req.shape)[req.index]
+            data = self._stages[rank].ndarray(req.dtype, (req.count,))
+            write_region(dst, data, req.atomic)
+            return None
+        if isinstance(req, StagedGet):
+            src = self._seg(req.segment).ndarray(req.dtype, req.shape)[req.index]
+            np.copyto(self._stages[rank].ndarray(req.dtype, src.shape), src)
+            return None
         if isinstance(req, SignalRequest):
             native.notify_i32(self._seg(req.segment).addr + req.byte_offset, req.op, req.value,
                               0)
@@ -192,15 +241,20 @@ class CopyHost(TransportHost):
         self._wake_r.close()
         self._wake_w.close()
         self._segments.clear()
+        for stage in self._stages:
+            stage.close()
+            stage.unlink()
+        self._stages = []
 
 
 # ------------------------------------------------------------------ rank side
 class CopyEndpoint(Endpoint):
     name = "copy"
 
-    def __init__(self, device: int, conn):
+    def __init__(self, device: int, conn, stage: Segment):
         self.device = device
         self._conn = conn
+        self._stage = stage
         self._own: dict[str, Segment] = {}
         self._views: dict = {}
 
@@ -238,13 +292,36 @@ class CopyEndpoint(Endpoint):
         if type(window) is not tuple:
             write_region(window[index], src, atomic)
             return
-        self._request(PutRequest(*window, index, np.ascontiguousarray(src), bool(atomic)))
+        seg, shape, dtype = window
+        idx, chunks = _chunks(shape, index, np.dtype(dtype).itemsize)
+        flat = np.ascontiguousarray(src).reshape(-1)
+        if atomic and flat.dtype != dtype:
+            flat = flat.astype(dtype)        # what the atomic add itself would do
+        if chunks is None or flat.size != _count(idx) or flat.dtype != dtype:
+            self._request(PutRequest(seg, shape, dtype, index, np.ascontiguousarray(src),
+                                     bool(atomic)))
+            return
+        per_row = _count(idx[1:])
+        for r0, r1 in chunks:
+            part = flat[r0 * per_row:r1 * per_row]
+            np.copyto(self._stage.ndarray(dtype, part.shape), part)
+            sub = (slice(idx[0].start + r0, idx[0].start + r1),) + idx[1:]
+            self._request(StagedPut(seg, shape, dtype, sub, part.size, bool(atomic)))
 
     def get(self, window, index, dst):
         if type(window) is not tuple:
             np.copyto(dst, window[index])
             return
-        np.copyto(dst, self._request(GetRequest(*window, index)))
+        seg, shape, dtype = window
+        idx, chunks = _chunks(shape, index, np.dtype(dtype).itemsize)
+        if chunks is None or dst.shape != tuple(s.stop - s.start for s in idx):
+            np.copyto(dst, self._request(GetRequest(seg, shape, dtype, index)))
+            return
+        for r0, r1 in chunks:
+            sub = (slice(idx[0].start + r0, idx[0].start + r1),) + idx[1:]
+            self._request(StagedGet(seg, shape, dtype, sub))
+            part = dst[r0:r1]
+            np.copyto(part, self._stage.ndarray(dtype, part.shape))
 
     def cell(self, key, member, byte_offset):
         if self._mine(key, member):
@@ -276,5 +353,28 @@ class CopyEndpoint(Endpoint):
 
     def close(self):
         self.end_run()
+        self._stage.close()
         self._conn.close()
+
+
+def _count(idx: tuple) -> int:
+    n = 1
+    for sl in idx:
+        n *= sl.stop - sl.start
+    return n
+
+
+def _chunks(shape: tuple, index: tuple, itemsize: int):
+    """(the region as full slices, [(first row, end row)] blocks along its
+    first dimension that each fit the staging buffer) -- or None for the
+    blocks when a single row is too big."""
+    idx = index or tuple(slice(0, n) for n in shape)
+    if not idx or len(idx) != len(shape):
+        return idx, None
+    row = _count(idx[1:]) * itemsize
+    rows = idx[0].stop - idx[0].start
+    if row > STAGE_BYTES or rows == 0:
+        return idx, None
+    step = max(1, STAGE_BYTES // max(row, 1))
+    return idx, [(r, min(r + step, rows)) for r in range(0, rows, step)]
 
