@@ -1,6 +1,7 @@
 """Both transports through the interface alone, in one process: the controller
 side allocates a 2-member window, two endpoints (devices 0 and 1) move data
 and signals.  The copy transport's endpoint must never map a peer's copy."""
+import contextlib
 import os
 import threading
 
@@ -49,18 +50,18 @@ class Hooks(WaitHooks):
         self.events.append("unblocked")
 
 
-@pytest.fixture(params=sorted(TRANSPORTS))
-def world2(request):
-    own = FakeRun()
-    host = make_host(request.param, 2, own.new_segment)
-    run = FakeRun()
+@contextlib.contextmanager
+def two_members(name, nbytes):
+    """A transport host with one 2-member window of ``nbytes`` allocated, and
+    both members' endpoints; everything released on exit."""
+    own, run = FakeRun(), FakeRun()
+    host = make_host(name, 2, own.new_segment)
     host.start_run(run)
-    names = host.allocate(run, 64, (0, 1))
-    key = WindowKey(names, (0, 1), (4, 4), np.dtype(np.float32))
-    sig = WindowKey(names, (0, 1), (16,), np.dtype(np.int32))
-    eps = [host.endpoint(d, 2) for d in range(2)]
+    eps = []
     try:
-        yield request.param, host, eps, key, sig
+        names = host.allocate(run, nbytes, (0, 1))
+        eps = [host.endpoint(d, 2) for d in range(2)]
+        yield host, eps, names
     finally:
         for ep in eps:
             ep.close()
@@ -68,6 +69,14 @@ def world2(request):
         run.release()
         host.close()
         own.release()
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def world2(request):
+    with two_members(request.param, 64) as (host, eps, names):
+        key = WindowKey(names, (0, 1), (4, 4), np.dtype(np.float32))
+        sig = WindowKey(names, (0, 1), (16,), np.dtype(np.int32))
+        yield request.param, host, eps, key, sig
 
 
 def test_put_get_and_atomic_add_reach_the_peer(world2):
@@ -154,15 +163,8 @@ def test_remote_errors_come_back_to_the_caller(world2):
 @pytest.mark.parametrize("shape", [(3100, 1024), (1, 1_600_000)],
                          ids=["rows-in-staged-chunks", "one-row-larger-than-the-stage"])
 def test_copy_transport_moves_regions_larger_than_its_staging_buffer(shape):
-    own, run = FakeRun(), FakeRun()
-    host = make_host("copy", 2, own.new_segment)
-    host.start_run(run)
-    eps = []
-    try:
-        nbytes = 4 * shape[0] * shape[1]
-        names = host.allocate(run, nbytes, (0, 1))
+    with two_members("copy", 4 * shape[0] * shape[1]) as (host, eps, names):
         key = WindowKey(names, (0, 1), shape, np.dtype(np.float32))
-        eps = [host.endpoint(d, 2) for d in range(2)]
         w1 = eps[0].window(key, 1)
         rng = np.random.default_rng(0)
         src = rng.integers(-9, 9, size=shape).astype(np.float32)
@@ -175,10 +177,3 @@ def test_copy_transport_moves_regions_larger_than_its_staging_buffer(shape):
         back = np.zeros(shape, np.float32)
         eps[0].get(w1, (), back)
         np.testing.assert_array_equal(back, mine)
-    finally:
-        for ep in eps:
-            ep.close()
-        host.end_run(run)
-        run.release()
-        host.close()
-        own.release()
