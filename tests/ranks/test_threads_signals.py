@@ -1,0 +1,159 @@
+"""Ranks under threads and signals: a prepared worker shared by threads, ranks
+started by concurrent calls, workers prepared in short-lived threads, idle
+ranks that die between calls, and a controller terminated by a signal."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+from conftest import config_for
+
+NR = pl.dynamic("NR")
+W = 8
+
+
+@pl.jit.incore
+def gather_step(x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]],
+                acc: pl.InOut[pld.DistributedTensor[[1, W], pl.FP32]],
+                sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]) -> pl.Tensor[[1, W], pl.FP32]:
+    me = pld.rank(pld.get_comm_ctx(acc))
+    n = pld.nranks(pld.get_comm_ctx(acc))
+    pld.tile.remote_store(pl.load(x, [0, 0], [1, W]), acc, 0, [0, 0], atomic=pld.AtomicType.Add)
+    pld.system.notify(sig, 0, [me, 0], 1, op=pld.NotifyOp.Set)
+    if me == 0:
+        for src in pl.range(n):
+            pld.system.wait(sig, [src, 0], 1, cmp=pld.WaitCmp.Ge)
+    y = pl.store(pl.load(acc, [0, 0], [1, W]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def gather_chip(x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]],
+                acc: pl.InOut[pld.DistributedTensor[[1, W], pl.FP32]],
+                sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]):
+    return gather_step(x, y, acc, sig)
+
+
+@pl.jit.host
+def gather(xs: pl.Tensor[[NR, 1, W], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+    """ys[0] = sum of every rank's row (through rank 0's window)."""
+    acc_buf = pld.alloc_window_buffer([1, W], dtype=pl.FP32)
+    sig_buf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        gather_chip(xs[r], ys[r], pld.window(acc_buf, [1, W], dtype=pl.FP32),
+                    pld.window(sig_buf, [NR, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+def _data(n, seed):
+    xs = np.random.default_rng(seed).integers(-9, 9, size=(n, 1, W)).astype(np.float32)
+    return xs, np.full_like(xs, np.nan)
+
+
+# ------------------------------------------------------------------ helpers
+def all_children(pid=None) -> set:
+    """Children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
+    pid = pid or os.getpid()
+    kids = set()
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids |= {int(p) for p in f.read().split()}
+        except OSError:
+            pass
+    return kids
+
+
+def my_segments(pid=None) -> list:
+    prefix = f"tilecomm-{pid or os.getpid()}-"
+    return [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+
+
+def process_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def wait_until(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def run_in_thread(fn):
+    """Run ``fn`` in a fresh thread that exits afterwards; return its result or raise."""
+    out = {}
+
+    def body():
+        try:
+            out["value"] = fn()
+        except BaseException as e:        # handed to the caller
+            out["error"] = e
+
+    th = threading.Thread(target=body)
+    th.start()
+    th.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+@pytest.fixture
+def no_thread_children():
+    """Ranks forked for other threads are not the main thread's children: check them all."""
+    before = all_children()
+    yield
+    assert wait_until(lambda: all_children() - before == set(), 5), "worker processes leaked"
+
+
+# ------------------------------------------------------------------ one worker, two threads
+@pytest.mark.timeout(120)
+def test_prepared_worker_called_from_two_threads_serialises_calls(no_thread_children):
+    n, calls = 3, 15
+    xs, ys = _data(n, 0)
+    worker = gather.compile(xs, ys, config=config_for(n)).prepare(xs, ys)
+    errors, finished = [], []
+
+    def caller(tid):
+        try:
+            for i in range(calls):
+                xs, ys = _data(n, 100 * tid + i)
+                worker(xs, ys)
+                np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
+            finished.append(tid)
+        except BaseException as e:        # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller, args=(t,)) for t in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    hung = any(th.is_alive() for th in threads)
+    if hung:                              # unblock the callers so the test can fail cleanly
+        for pid in all_children():
+            os.kill(pid, signal.SIGKILL)
+        for th in threads:
+            th.join(30)
+    worker.close()
+    assert not hung, "concurrent calls of one prepared worker hung"
+    assert errors == []
+    assert sorted(finished) == [0, 1]
