@@ -157,3 +157,75 @@ def test_prepared_worker_called_from_two_threads_serialises_calls(no_thread_chil
     assert not hung, "concurrent calls of one prepared worker hung"
     assert errors == []
     assert sorted(finished) == [0, 1]
+
+
+# ------------------------------------------------------------------ descriptors of ranks
+def _links(pid) -> dict:
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass                          # closed while listing
+    return out
+
+
+def test_ranks_inherit_no_pipe_end_of_other_ranks_nor_the_callers_descriptors(
+        no_thread_children):
+    """A rank's death is seen as EOF on the controller's end of its pipe, which
+    only comes when no other process holds a copy of the rank's end: ranks
+    started by a later (or concurrent) call must not hold any, nor hold on to
+    the caller's unrelated files."""
+    n = 2
+    xs, ys = _data(n, 1)
+    compiled = gather.compile(xs, ys, config=config_for(n))
+    unrelated_r, unrelated_w = os.pipe()
+    try:
+        pipe_links = {os.readlink(f"/proc/self/fd/{fd}") for fd in (unrelated_r, unrelated_w)}
+        with compiled.prepare(xs, ys) as first:
+            # prepared from another thread while ``first``'s pipes are open
+            with run_in_thread(lambda: compiled.prepare(xs, ys)) as second:
+                # a completed call: every rank is past its start-up
+                for w in (first, second):
+                    xs, ys = _data(n, 2)
+                    w(xs, ys)
+                    np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
+                caller = _links(os.getpid())
+                caller_sockets = {v for v in caller.values() if v.startswith("socket:")}
+                ranks = all_children()
+                assert len(ranks) == 2 * n
+                for pid in ranks:
+                    held = _links(pid)
+                    sockets = {v for v in held.values() if v.startswith("socket:")}
+                    assert len(sockets) == 1, f"rank {pid} holds {sorted(sockets)}"
+                    assert not sockets & caller_sockets, f"rank {pid} holds a controller end"
+                    assert not pipe_links & set(held.values()), \
+                        f"rank {pid} holds the caller's unrelated pipe"
+    finally:
+        os.close(unrelated_r)
+        os.close(unrelated_w)
+
+
+# ------------------------------------------------------------------ workers of short-lived threads
+def test_worker_prepared_in_a_thread_outlives_that_thread(no_thread_children):
+    n = 2
+    xs, ys = _data(n, 3)
+    compiled = gather.compile(xs, ys, config=config_for(n))
+
+    def prepare_and_call():
+        w = compiled.prepare(xs, ys)
+        w(xs, ys)                 # the ranks are serving: their death signal is armed
+        return w
+
+    worker = run_in_thread(prepare_and_call)                      # that thread has exited
+    try:
+        ranks = all_children()
+        assert len(ranks) == n
+        # a rank tied to the exited thread is killed at once; give it time to go
+        assert not wait_until(lambda: not all(map(process_alive, ranks)), 0.5), \
+            "ranks died with the thread that prepared them"
+        worker(xs, ys)
+        np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
+        assert all_children() == ranks
+    finally:
+        worker.close()

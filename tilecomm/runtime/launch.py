@@ -9,17 +9,19 @@ process or /dev/shm segment outlives the call.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import signal
 import time
-from multiprocessing.connection import Pipe, wait as mp_wait
+from multiprocessing.connection import wait as mp_wait
 
 import numpy as np
 
 from ..errors import DeadlockError, RankFailure, UserError
 from ..transport import segments as S
 from . import control as C
+from . import forking
 from .host import HostRuntime, HostTensor
 from .executable import to_numpy
 
@@ -48,20 +50,9 @@ class Ranks:
 
     def start(self):
         from .worker import worker_main
-        for rank in range(self.world):
-            parent, child = Pipe(duplex=True)
-            pid = os.fork()
-            if pid == 0:                   # child: never returns into the caller's code
-                code = 1
-                try:
-                    parent.close()
-                    for _, c in self.workers:
-                        c.close()
-                    code = worker_main(rank, self, child)
-                finally:
-                    os._exit(code)
-            child.close()
-            self.workers.append((pid, parent))
+        forking.preload(self.images.values())
+        forking.spawn([functools.partial(worker_main, rank, self) for rank in range(self.world)],
+                      self.workers)
 
     def know(self, image):
         """Make sure every worker has ``image`` (forked ones inherit it)."""

@@ -1,0 +1,197 @@
+"""Forking rank processes so that their lifetime and their descriptors belong
+to the calling *process*, whatever thread asks for them.
+
+Three Linux facts shape this module:
+
+* ``PR_SET_PDEATHSIG`` (set by every rank, see ``worker.py``) fires when the
+  *thread* that forked the rank exits, not the process.  Ranks requested by
+  the main thread are forked there: it lives as long as the process.  Ranks
+  requested by any other thread are forked by one long-lived launcher thread,
+  so a worker prepared in a short-lived thread survives that thread.
+* The controller notices a rank's death as EOF on its end of the rank's pipe,
+  which comes only once *every* copy of the rank's end is closed.  Creating
+  the pipe, forking and closing the child's end in the parent happen under
+  one process-wide lock, so no rank forked for a concurrent call can inherit
+  another rank's end.
+* A child inherits every descriptor of the parent, whatever its close-on-exec
+  flag: other calls' pipe ends, the user's files and sockets.  Each child
+  points every descriptor it does not need at ``/dev/null``.  It does not
+  close them: objects inherited from the parent still hold those numbers and
+  may close them when collected, which must not hit a descriptor the rank
+  opened since.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import threading
+from multiprocessing.connection import Pipe
+
+from .. import dtypes as D
+
+# Blocked around each fork so that a Ctrl-C or SIGTERM handler cannot run
+# between the fork and recording the child's pid (the child would be lost to
+# the caller's cleanup).  The child restores the caller's mask.
+_DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+class _ForkState:
+    """What one process needs to fork ranks: the lock and the launcher thread.
+    Replaced in every forked child (the parent's thread does not exist there,
+    and the lock may have been held when the fork happened)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.launcher: _Launcher | None = None
+        self.launcher_guard = threading.Lock()
+
+    def get_launcher(self) -> "_Launcher":
+        with self.launcher_guard:
+            if self.launcher is None:
+                self.launcher = _Launcher()
+            return self.launcher
+
+
+class _Launcher:
+    """One daemon thread that runs fork requests of non-main threads."""
+
+    def __init__(self):
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="tilecomm-launcher", daemon=True).start()
+
+    def _serve(self):
+        while True:
+            fn, args, done, failure = self.requests.get()
+            try:
+                fn(*args)               # a forked child never returns from here
+            except BaseException as e:  # handed to the requesting thread
+                failure.append(e)
+            done.set()
+
+    def run(self, fn, *args):
+        done, failure = threading.Event(), []
+        self.requests.put((fn, args, done, failure))
+        _wait_through_interrupts(done)
+        if failure:
+            raise failure[0]
+
+
+_STATE = _ForkState()
+
+
+def _after_fork_in_child():
+    global _STATE
+    _STATE = _ForkState()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _wait_through_interrupts(done: threading.Event):
+    """Wait for the launcher to finish even if the wait is interrupted (Ctrl-C):
+    the caller's cleanup must see every process the request started."""
+    interrupted = None
+    while True:
+        try:
+            done.wait()
+            break
+        except BaseException as e:      # re-raised once the request has finished
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+
+
+def spawn(targets, started: list) -> None:
+    """Fork one process per callable in ``targets``; the child runs
+    ``target(conn)`` and exits with its return value.  ``(pid, conn)`` of each
+    child is appended to ``started`` as soon as it exists, so a failure part
+    way leaves the caller a complete list to stop."""
+    if threading.current_thread() is threading.main_thread():
+        _spawn(targets, started)
+    else:
+        _STATE.get_launcher().run(_spawn, targets, started)
+
+
+def _spawn(targets, started: list) -> None:
+    for target in targets:
+        with _STATE.lock:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+            try:
+                parent, child = Pipe(duplex=True)
+                try:
+                    pid = os.fork()
+                except BaseException:
+                    parent.close()
+                    child.close()
+                    raise
+                if pid == 0:
+                    _child(target, child, old_mask)     # never returns
+                child.close()
+                started.append((pid, parent))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _child(target, conn, mask) -> None:
+    code = 1
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _drop_inherited_descriptors(keep=conn.fileno())
+        code = target(conn)
+    finally:
+        os._exit(code)
+
+
+def _drop_inherited_descriptors(keep: int) -> None:
+    """Point every descriptor but stdio (and its duplicates, e.g. a
+    faulthandler's copy of stderr) and ``keep`` at /dev/null."""
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        return                          # no /proc: keep what was inherited
+    stdio = set()
+    for fd in (0, 1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        stdio.add((st.st_dev, st.st_ino))
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for fd in fds:
+            if fd <= 2 or fd in (keep, null):
+                continue
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                continue                # the listing's own descriptor, closed since
+            if (st.st_dev, st.st_ino) not in stdio:
+                os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
+
+
+def ranks_alive(workers) -> bool:
+    """Whether every worker of an idle set of ranks can still serve a call.
+    An idle worker sends nothing, so a readable pipe means it is gone (EOF) or
+    out of step; its pid is not reaped here (the caller's cleanup does)."""
+    for _, conn in workers:
+        try:
+            if conn.poll(0):
+                return False
+        except (OSError, EOFError):
+            return False
+    return True
+
+
+def preload(images) -> None:
+    """Resolve, before forking, the element types the ranks will use whose numpy
+    type is imported lazily (BF16 -> ml_dtypes, about a second): imported once
+    here instead of once per rank after the fork.  A dtype is looked up by its
+    name in the lowered source, which names every dtype the program uses."""
+    names = {d.name for d in D.ALL}
+    for image in images:
+        for name in set(re.findall(r"\b[A-Z][A-Z0-9_]*\b", image.source)) & names:
+            D.by_name(name).np_dtype
