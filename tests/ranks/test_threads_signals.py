@@ -89,6 +89,15 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+def process_exited(pid: int) -> bool:
+    """True once every thread of ``pid`` has exited (so its descriptors are closed):
+    a process shows as a zombie while its other threads are still exiting."""
+    try:
+        return not process_alive(pid) and os.listdir(f"/proc/{pid}/task") == [str(pid)]
+    except OSError:
+        return True
+
+
 def wait_until(cond, timeout=10.0):
     deadline = time.monotonic() + timeout
     while not cond():
@@ -229,3 +238,21 @@ def test_worker_prepared_in_a_thread_outlives_that_thread(no_thread_children):
         assert all_children() == ranks
     finally:
         worker.close()
+
+
+# ------------------------------------------------------------------ idle ranks that die
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_rank_killed_between_calls_is_replaced_by_the_next_call(sig):
+    n = 3
+    xs, ys = _data(n, 4)
+    with gather.compile(xs, ys, config=config_for(n)).prepare(xs, ys) as worker:
+        worker(xs, ys)
+        ranks = all_children()
+        victim = sorted(ranks)[1]
+        os.kill(victim, sig)
+        assert wait_until(lambda: process_exited(victim))
+        xs, ys = _data(n, 5)
+        worker(xs, ys)
+        np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
+        assert victim not in all_children() and len(all_children()) == n
+

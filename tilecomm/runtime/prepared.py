@@ -4,7 +4,8 @@
 HOST orchestrator on ranks that stay alive between calls, so a call costs the
 dispatches, not process start-up.  Windows are still fresh (zero-filled) on
 every call.  A failed call (a rank raising, a deadlock, Ctrl-C) stops those
-ranks; the next call starts new ones.  ``close()`` (or leaving a ``with``
+ranks; the next call starts new ones, as does a call that finds a rank
+died while idle.  ``close()`` (or leaving a ``with``
 block, or interpreter exit) shuts them down and removes every segment.
 Calls from several threads run one after another: the ranks serve one run of
 the HOST orchestrator at a time.
@@ -15,6 +16,7 @@ import atexit
 import threading
 import weakref
 
+from . import forking
 from .launch import Ranks, execute
 
 _OPEN: "weakref.WeakSet[DistributedWorker]" = weakref.WeakSet()
@@ -53,6 +55,9 @@ class DistributedWorker:
         with self._lock:
             self._check_open("__call__")
             exe = self._compiled.specialise(args)
+            if self._ranks is not None and not forking.ranks_alive(self._ranks.workers):
+                self._ranks.close()         # a rank died while idle: start afresh
+                self._ranks = None
             if self._ranks is None:
                 self._start()
             ranks = self._ranks
