@@ -256,3 +256,52 @@ def test_a_rank_killed_between_calls_is_replaced_by_the_next_call(sig):
         np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
         assert victim not in all_children() and len(all_children()) == n
 
+
+# ------------------------------------------------------------------ the controller is terminated
+BLOCKING_SCRIPT = os.path.join(os.path.dirname(__file__), "failure_programs.py")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_terminating_the_caller_mid_call_leaves_no_segment_and_no_process(sig):
+    n = 3
+    # every rank blocks forever (and the deadlock timeout is long): only the signal ends it
+    proc = subprocess.Popen([sys.executable, BLOCKING_SCRIPT, str(n)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    workers = set()
+    try:
+        assert wait_until(lambda: len(all_children(proc.pid)) >= n or proc.poll() is not None,
+                          60), "workers did not start"
+        workers = all_children(proc.pid)
+        assert len(workers) == n, proc.communicate()
+        assert wait_until(lambda: my_segments(proc.pid) != [])
+        os.kill(proc.pid, sig)                           # the controller only, not its group
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the caller did not die of the signal")
+        assert proc.returncode == -sig, err               # the signal's own default action
+        assert "finished" not in out
+        assert my_segments(proc.pid) == [], "segments of the terminated call remain"
+        assert wait_until(lambda: not any(process_alive(p) for p in workers)), \
+            "workers outlived the caller"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        for name in my_segments(proc.pid):              # whatever the outcome, leave none
+            os.unlink(os.path.join("/dev/shm", name))
+
+
+def test_a_handler_the_program_installed_is_kept():
+    def mine(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGHUP, mine)
+    try:
+        n = 2
+        xs, ys = _data(n, 6)
+        gather(xs, ys, config=config_for(n))
+        np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
+        assert signal.getsignal(signal.SIGHUP) is mine
+    finally:
+        signal.signal(signal.SIGHUP, previous)

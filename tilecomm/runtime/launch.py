@@ -20,8 +20,8 @@ import numpy as np
 
 from ..errors import DeadlockError, RankFailure, UserError
 from ..transport import segments as S
+from . import cleanup, forking
 from . import control as C
-from . import forking
 from .host import HostRuntime, HostTensor
 from .executable import to_numpy
 
@@ -38,6 +38,7 @@ class Ranks:
         # (one listdir), so a long-lived process also cleans up after peers
         # that died after its first call
         S.sweep_stale()
+        cleanup.watch(self)                # killed and swept if SIGTERM / SIGHUP end us
         self.world = world
         self.config = config
         self.owner = os.getpid()
