@@ -182,6 +182,7 @@ CODES = {
     "TC402": "invalid RunConfig",
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
+    "TC412": "output argument is read-only",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",

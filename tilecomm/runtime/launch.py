@@ -20,10 +20,9 @@ import numpy as np
 
 from ..errors import DeadlockError, RankFailure, UserError
 from ..transport import segments as S
-from . import cleanup, forking
+from . import cleanup, forking, hostargs
 from . import control as C
-from .host import HostRuntime, HostTensor
-from .executable import to_numpy
+from .host import HostRuntime
 
 _CALL_IDS = itertools.count(1)
 _POLL_S = 0.02
@@ -166,7 +165,7 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     try:
         ranks.know(executable.image)
         ranks.begin_run()
-        host_vals, copies = _share_arguments(run, args)
+        host_vals, copies = hostargs.share(run, args, executable)   # outputs copied back
         if not ranks.workers:
             ranks.start()
         hr = HostRuntime(run)
@@ -200,28 +199,6 @@ def _attach_host_span(e, executable):
             if e.span is not None:
                 e.args = (str(e),)
                 return
-
-
-def _share_arguments(call, args):
-    """Copy tensor arguments into shared segments; results are copied back.
-    The same array passed twice is shared once, so the ranks see one tensor."""
-    vals, copies, seen = [], [], {}
-    for a in args:
-        arr = to_numpy(a)
-        if arr is None:
-            vals.append(a)
-            continue
-        key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
-        if key in seen:
-            vals.append(seen[key])
-            continue
-        seg = call.new_segment(max(arr.nbytes, 1))
-        shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
-        np.copyto(shared.array, arr)
-        vals.append(shared)
-        seen[key] = shared
-        copies.append((arr, shared))
-    return vals, copies
 
 
 def _map_result(result, args, host_vals):

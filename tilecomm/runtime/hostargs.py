@@ -1,0 +1,58 @@
+"""Host tensor arguments of a call: shared with the ranks before the run, and
+outputs copied back into the caller's tensors after it.
+
+Only ``pl.Out`` / ``pl.InOut`` parameters are copied back.  Copying inputs
+back too would fail on a read-only input after the whole run, and an input
+that overlaps an output would overwrite the result with the input's old
+contents.  Outputs must be writable: that is checked before anything is
+shared or started, so a bad argument costs nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..ir.types import INOUT, OUT
+from .host import HostTensor
+from .executable import to_numpy
+
+_OUTPUTS = (OUT, INOUT)
+
+
+def share(call, args, executable):
+    """Copy tensor arguments into shared segments: ``(values for the HOST
+    orchestrator, [(caller's array, shared tensor)] to copy back)``.  The same
+    array passed twice is shared once, so the ranks see one tensor; it is
+    copied back if any parameter it is passed as is an output."""
+    # parameter names and spans (for the error) from the verified IR it was built from
+    entry = executable.ir.entry
+    directions = executable.directions[entry.name]
+    arrays = [to_numpy(a) for a in args]
+    check_outputs_writable(entry.params, directions, arrays)
+    vals, copies, seen = [], [], {}
+    for a, arr, direction in zip(args, arrays, directions):
+        if arr is None:
+            vals.append(a)
+            continue
+        key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
+        shared = seen.get(key)
+        if shared is None:
+            seg = call.new_segment(max(arr.nbytes, 1))
+            shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
+            np.copyto(shared.array, arr)
+            seen[key] = shared
+        vals.append(shared)
+        if direction in _OUTPUTS and not any(s is shared for _, s in copies):
+            copies.append((arr, shared))
+    return vals, copies
+
+
+def check_outputs_writable(params, directions, arrays) -> None:
+    for p, direction, arr in zip(params, directions, arrays):
+        if arr is not None and direction in _OUTPUTS and not arr.flags.writeable:
+            kind = "pl.Out" if direction == OUT else "pl.InOut"
+            raise ArgumentError(
+                f"parameter '{p.name}' is an output ({kind}) but the array passed for it is "
+                f"read-only", code="TC412", span=p.span,
+                hint="pass a writable array (np.array(x) makes a writable copy), or declare "
+                     "the parameter as an input if the program does not write it")
