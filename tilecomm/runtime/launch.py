@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DeadlockError, RankFailure, UserError
 from ..transport import segments as S
-from . import cleanup, forking, hostargs
+from . import cleanup, forking, hostargs, hostfaults
 from . import control as C
 from .host import HostRuntime
 
@@ -173,6 +173,9 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
             result = executable.entry(hr, *host_vals)
         except UserError as e:             # a fault in the HOST orchestrator itself
             _attach_host_span(e, executable)
+            raise
+        except Exception as e:             # the user's own host code raised: point at it
+            hostfaults.locate(e, executable.lowered)
             raise
         for r in range(run.world):
             run.send(r, ("end",))
