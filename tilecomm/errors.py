@@ -187,4 +187,6 @@ CODES = {
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",
     "TC504": "wait timed out (RunConfig.wait_timeout_s)",
+    "TC505": "not enough free space in /dev/shm for the call's windows and arguments",
+    "TC506": "a system resource ran out (memory, /dev/shm, open files, processes)",
 }

@@ -30,6 +30,7 @@ import threading
 from multiprocessing.connection import Pipe
 
 from .. import dtypes as D
+from ..transport import segments as S
 
 # Blocked around each fork so that a Ctrl-C or SIGTERM handler cannot run
 # between the fork and recording the child's pid (the child would be lost to
@@ -119,12 +120,17 @@ def _spawn(targets, started: list) -> None:
         with _STATE.lock:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
             try:
-                parent, child = Pipe(duplex=True)
+                try:
+                    parent, child = Pipe(duplex=True)
+                except OSError as e:
+                    _raise_typed(e)
                 try:
                     pid = os.fork()
-                except BaseException:
+                except BaseException as e:
                     parent.close()
                     child.close()
+                    if isinstance(e, OSError):
+                        _raise_typed(e)
                     raise
                 if pid == 0:
                     _child(target, child, old_mask)     # never returns
@@ -132,6 +138,14 @@ def _spawn(targets, started: list) -> None:
                 started.append((pid, parent))
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _raise_typed(e: OSError):
+    """Out of processes, memory or descriptors: a typed error with a hint."""
+    typed = S.resource_error(e, "cannot start a rank process")
+    if typed is None:
+        raise e
+    raise typed from e
 
 
 def _child(target, conn, mask) -> None:
@@ -158,18 +172,26 @@ def _drop_inherited_descriptors(keep: int) -> None:
         except OSError:
             continue
         stdio.add((st.st_dev, st.st_ino))
-    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     try:
-        for fd in fds:
-            if fd <= 2 or fd in (keep, null):
-                continue
-            try:
-                st = os.fstat(fd)
-            except OSError:
-                continue                # the listing's own descriptor, closed since
-            if (st.st_dev, st.st_ino) not in stdio:
-                os.dup2(null, fd, inheritable=False)
-    finally:
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        null = -1                       # out of descriptors: close instead
+    for fd in fds:
+        if fd <= 2 or fd in (keep, null):
+            continue
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue                    # the listing's own descriptor, closed since
+        if (st.st_dev, st.st_ino) in stdio:
+            continue
+        try:
+            os.dup2(null, fd, inheritable=False)
+        except OSError:
+            # no /dev/null, or ``fd`` lies above a lowered descriptor limit (where
+            # dup2 cannot reach, and where no new descriptor can reuse it)
+            os.close(fd)
+    if null >= 0:
         os.close(null)
 
 

@@ -4,8 +4,9 @@ outputs copied back into the caller's tensors after it.
 Only ``pl.Out`` / ``pl.InOut`` parameters are copied back.  Copying inputs
 back too would fail on a read-only input after the whole run, and an input
 that overlaps an output would overwrite the result with the input's old
-contents.  Outputs must be writable: that is checked before anything is
-shared or started, so a bad argument costs nothing.
+contents.  Outputs must be writable, and the call's windows and arguments
+must fit in /dev/shm: both are checked before anything is shared or started,
+so a bad call costs nothing.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..ir.types import INOUT, OUT
+from . import shmspace
 from .host import HostTensor
 from .executable import to_numpy
 
@@ -28,13 +30,17 @@ def share(call, args, executable):
     entry = executable.ir.entry
     directions = executable.directions[entry.name]
     arrays = [to_numpy(a) for a in args]
+    keys = [None if arr is None else
+            (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
+            for arr in arrays]
     check_outputs_writable(entry.params, directions, arrays)
+    unique = {k: arr.nbytes for k, arr in zip(keys, arrays) if k is not None}
+    shmspace.check(executable, unique.values())
     vals, copies, seen = [], [], {}
-    for a, arr, direction in zip(args, arrays, directions):
+    for a, arr, key, direction in zip(args, arrays, keys, directions):
         if arr is None:
             vals.append(a)
             continue
-        key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
         shared = seen.get(key)
         if shared is None:
             seg = call.new_segment(max(arr.nbytes, 1))

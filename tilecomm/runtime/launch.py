@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DeadlockError, RankFailure, UserError
 from ..transport import segments as S
-from . import cleanup, forking, hostargs, hostfaults
+from . import cleanup, forking, hostargs, hostfaults, shmspace
 from . import control as C
 from .host import HostRuntime
 
@@ -242,16 +242,17 @@ def _monitor(call, control):
 
 def _died(call, rank):
     pid = call.workers[rank][0]
-    status = "exited"
+    status, hint = "exited", ""
     try:
         _, st = os.waitpid(pid, 0)
         if os.WIFSIGNALED(st):
             status = f"was killed by {signal.Signals(os.WTERMSIG(st)).name}"
+            hint = shmspace.death_hint(os.WTERMSIG(st))
         else:
             status = f"exited with status {os.WEXITSTATUS(st)}"
     except ChildProcessError:
         pass
-    return RankFailure(f"rank {rank} {status} before finishing its dispatches", rank=rank)
+    return RankFailure(f"rank {rank} {status} before finishing its dispatches{hint}", rank=rank)
 
 
 def _rank_error(call, msg):

@@ -37,7 +37,12 @@ def worker_main(rank: int, ranks, conn) -> int:
     if os.getppid() != ranks.owner:
         return 1
     images = dict(ranks.images)             # inherited; later ones arrive by message
-    control = C.ControlBlock(Segment.attach(ranks.control_segment.name), ranks.world)
+    try:
+        control = C.ControlBlock(Segment.attach(ranks.control_segment.name), ranks.world)
+    except UserError as e:                  # out of descriptors or memory: say so, not just die
+        conn.send(("error", rank, "start-up", f"{type(e).__name__}: {e.message}", str(e),
+                   (type(e).__name__, e.code, None)))
+        return 1
     transport = ShmTransport(control, rank)
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)
     inbox: queue.SimpleQueue = queue.SimpleQueue()

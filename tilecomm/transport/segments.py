@@ -18,13 +18,18 @@ size (>= 4 KiB); the native core relies on that for naturally aligned atomics.
 from __future__ import annotations
 
 import ctypes
+import errno
+import functools
 import mmap
 import os
 import sys
 
 import numpy as np
 
-__all__ = ["PREFIX", "SHM_DIR", "Segment", "segment_name", "sweep", "sweep_stale"]
+from ..errors import RuntimeFault
+
+__all__ = ["PREFIX", "SHM_DIR", "Segment", "resource_error", "segment_name", "sweep",
+           "sweep_stale"]
 
 PREFIX = "tilecomm"
 SHM_DIR = "/dev/shm"
@@ -32,6 +37,47 @@ SHM_DIR = "/dev/shm"
 # Python >= 3.13 can map without keeping a duplicate of the fd open; earlier
 # versions keep one fd per live mapping (closed when the mapping goes away).
 _MMAP_KW = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+
+# An OSError with one of these errnos means a system resource ran out, not a
+# bug: it becomes a RuntimeFault (TC506) that says which one and what to do.
+_RESOURCE_HINTS = {
+    errno.ENOSPC: "/dev/shm is full: make the windows smaller, remove stale tilecomm-* "
+                  "segments there, or enlarge /dev/shm (docker: --shm-size)",
+    errno.ENOMEM: "out of memory: shared memory counts against RAM (and the container's "
+                  "memory limit); make the windows smaller or use fewer ranks",
+    errno.EMFILE: "too many open files in this process: raise the limit (ulimit -n) or "
+                  "keep fewer prepared workers open",
+    errno.ENFILE: "too many open files on this system",
+    errno.EAGAIN: "the process limit was reached (ulimit -u): use fewer ranks",
+}
+
+
+def resource_error(e: OSError, what: str) -> RuntimeFault | None:
+    """The typed error for an OSError that means a resource ran out, else None."""
+    hint = _RESOURCE_HINTS.get(e.errno)
+    if hint is None:
+        return None
+    return RuntimeFault(f"{what}: {os.strerror(e.errno)} ({errno.errorcode[e.errno]})",
+                        code="TC506", hint=hint)
+
+
+def _resource_errors(verb: str):
+    """Decorator: resource OSErrors of creating / mapping a segment become typed."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(cls, name, *size):
+            try:
+                return fn(cls, name, *size)
+            except OSError as e:
+                what = f"cannot {verb} shared-memory segment {name}" + \
+                    (f" of {int(size[0])} bytes" if size else "")
+                typed = resource_error(e, what)
+                if typed is None:
+                    raise
+                raise typed from e
+        return call
+    return wrap
 
 
 def segment_name(owner_pid: int, call_id: int, index: int) -> str:
@@ -72,6 +118,7 @@ class Segment:
     # -- construction --------------------------------------------------------
 
     @classmethod
+    @_resource_errors("create")
     def create(cls, name: str, size: int) -> "Segment":
         """Create a new zero-filled segment; ``FileExistsError`` if it exists.
 
@@ -100,6 +147,7 @@ class Segment:
         return cls(name, size, mm)
 
     @classmethod
+    @_resource_errors("map")
     def attach(cls, name: str) -> "Segment":
         """Map an existing segment; ``FileNotFoundError`` if it does not exist."""
         fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC)
@@ -214,6 +262,11 @@ def _list_names() -> list[str]:
         return [n for n in os.listdir(SHM_DIR) if n.startswith(PREFIX + "-")]
     except FileNotFoundError:
         return []
+    except OSError as e:                # out of descriptors: say so, with a hint
+        typed = resource_error(e, f"cannot list {SHM_DIR}")
+        if typed is None:
+            raise
+        raise typed from e
 
 
 def _unlink_names(names) -> int:
