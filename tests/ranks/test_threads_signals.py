@@ -57,7 +57,7 @@ def _data(n, seed):
     return xs, np.full_like(xs, np.nan)
 
 
-# ------------------------------------------------------------------ helpers
+# ------------------------------------------------------------------ processes, threads, segments
 def all_children(pid=None) -> set:
     """Children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
     pid = pid or os.getpid()
@@ -179,38 +179,65 @@ def _links(pid) -> dict:
     return out
 
 
+def _prepare_concurrently(compiled, xs, ys, count):
+    """``count`` prepared workers, started at the same moment by as many threads."""
+    barrier = threading.Barrier(count)
+    workers, errors = [None] * count, []
+
+    def body(i):
+        try:
+            barrier.wait()
+            workers[i] = compiled.prepare(xs, ys)
+        except BaseException as e:        # reported by the caller
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        for w in workers:
+            if w is not None:
+                w.close()
+        raise errors[0]
+    return workers
+
+
 def test_ranks_inherit_no_pipe_end_of_other_ranks_nor_the_callers_descriptors(
         no_thread_children):
     """A rank's death is seen as EOF on the controller's end of its pipe, which
     only comes when no other process holds a copy of the rank's end: ranks
-    started by a later (or concurrent) call must not hold any, nor hold on to
+    started by a later or a concurrent call must not hold any, nor hold on to
     the caller's unrelated files."""
-    n = 2
+    n = 3
     xs, ys = _data(n, 1)
     compiled = gather.compile(xs, ys, config=config_for(n))
     unrelated_r, unrelated_w = os.pipe()
+    workers = []
     try:
         pipe_links = {os.readlink(f"/proc/self/fd/{fd}") for fd in (unrelated_r, unrelated_w)}
-        with compiled.prepare(xs, ys) as first:
-            # prepared from another thread while ``first``'s pipes are open
-            with run_in_thread(lambda: compiled.prepare(xs, ys)) as second:
-                # a completed call: every rank is past its start-up
-                for w in (first, second):
-                    xs, ys = _data(n, 2)
-                    w(xs, ys)
-                    np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
-                caller = _links(os.getpid())
-                caller_sockets = {v for v in caller.values() if v.startswith("socket:")}
-                ranks = all_children()
-                assert len(ranks) == 2 * n
-                for pid in ranks:
-                    held = _links(pid)
-                    sockets = {v for v in held.values() if v.startswith("socket:")}
-                    assert len(sockets) == 1, f"rank {pid} holds {sorted(sockets)}"
-                    assert not sockets & caller_sockets, f"rank {pid} holds a controller end"
-                    assert not pipe_links & set(held.values()), \
-                        f"rank {pid} holds the caller's unrelated pipe"
+        workers.append(compiled.prepare(xs, ys))
+        # started from two other threads at once, while the first one's pipes are open
+        workers += _prepare_concurrently(compiled, xs, ys, 2)
+        for w in workers:                 # a completed call: every rank is past its start-up
+            xs, ys = _data(n, 2)
+            w(xs, ys)
+            np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
+        caller = _links(os.getpid())
+        caller_sockets = {v for v in caller.values() if v.startswith("socket:")}
+        ranks = all_children()
+        assert len(ranks) == 3 * n
+        for pid in ranks:
+            held = _links(pid)
+            sockets = {v for v in held.values() if v.startswith("socket:")}
+            assert len(sockets) == 1, f"rank {pid} holds {sorted(sockets)}"
+            assert not sockets & caller_sockets, f"rank {pid} holds a controller end"
+            assert not pipe_links & set(held.values()), \
+                f"rank {pid} holds the caller's unrelated pipe"
     finally:
+        for w in workers:
+            w.close()
         os.close(unrelated_r)
         os.close(unrelated_w)
 

@@ -4,11 +4,10 @@
 HOST orchestrator on ranks that stay alive between calls, so a call costs the
 dispatches, not process start-up.  Windows are still fresh (zero-filled) on
 every call.  A failed call (a rank raising, a deadlock, Ctrl-C) stops those
-ranks; the next call starts new ones, as does a call that finds a rank
-died while idle.  ``close()`` (or leaving a ``with``
-block, or interpreter exit) shuts them down and removes every segment.
-Calls from several threads run one after another: the ranks serve one run of
-the HOST orchestrator at a time.
+ranks; the next call starts new ones, as does a call that finds a rank died
+while idle.  ``close()`` (or leaving a ``with`` block, or interpreter exit)
+shuts them down and removes every segment.  Calls from several threads run
+one after another: the ranks serve one run of the HOST orchestrator at a time.
 """
 from __future__ import annotations
 
