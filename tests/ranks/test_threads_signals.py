@@ -267,6 +267,20 @@ def test_worker_prepared_in_a_thread_outlives_that_thread(no_thread_children):
         worker.close()
 
 
+def test_calls_from_threads_leave_no_thread_behind(no_thread_children):
+    n = 2
+    xs, ys = _data(n, 7)
+    compiled = gather.compile(xs, ys, config=config_for(n))
+    before = set(threading.enumerate())
+    run_in_thread(lambda: gather(xs, ys, config=config_for(n)))          # one-shot
+    np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
+    assert set(threading.enumerate()) == before
+    worker = run_in_thread(lambda: compiled.prepare(xs, ys))             # prepared
+    worker(xs, ys)
+    worker.close()
+    assert set(threading.enumerate()) == before
+
+
 # ------------------------------------------------------------------ idle ranks that die
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_rank_killed_between_calls_is_replaced_by_the_next_call(sig):

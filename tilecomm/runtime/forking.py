@@ -6,8 +6,9 @@ Three Linux facts shape this module:
 * ``PR_SET_PDEATHSIG`` (set by every rank, see ``worker.py``) fires when the
   *thread* that forked the rank exits, not the process.  Ranks requested by
   the main thread are forked there: it lives as long as the process.  Ranks
-  requested by any other thread are forked by one long-lived launcher thread,
-  so a worker prepared in a short-lived thread survives that thread.
+  requested by any other thread are forked by a launcher thread that lives
+  until those ranks are reaped, so a worker prepared in a short-lived thread
+  survives that thread.
 * The controller notices a rank's death as EOF on its end of the rank's pipe,
   which comes only once *every* copy of the rank's end is closed.  Creating
   the pipe, forking and closing the child's end in the parent happen under
@@ -39,32 +40,38 @@ _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 class _ForkState:
-    """What one process needs to fork ranks: the lock and the launcher thread.
-    Replaced in every forked child (the parent's thread does not exist there,
-    and the lock may have been held when the fork happened)."""
+    """What one process needs to fork ranks.  Replaced in every forked child
+    (the parent's threads do not exist there, and a lock may have been held
+    when the fork happened)."""
 
     def __init__(self):
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()        # pipe creation + fork + closing the child's end
+        self.guard = threading.Lock()       # the three fields below
         self.launcher: _Launcher | None = None
-        self.launcher_guard = threading.Lock()
-
-    def get_launcher(self) -> "_Launcher":
-        with self.launcher_guard:
-            if self.launcher is None:
-                self.launcher = _Launcher()
-            return self.launcher
+        self.launched: set = set()          # pids the launcher forked, not reaped yet
+        self.requests = 0                   # launcher requests in progress
 
 
 class _Launcher:
-    """One daemon thread that runs fork requests of non-main threads."""
+    """A daemon thread that runs the fork requests of non-main threads.  It
+    lives while any process it forked is unreaped (their death signal is tied
+    to it) or a request is in progress, and is stopped when neither is left,
+    so no thread outlives the calls that needed it."""
+
+    _STOP = None
 
     def __init__(self):
         self.requests: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="tilecomm-launcher", daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, name="tilecomm-launcher",
+                                       daemon=True)
+        self.thread.start()
 
     def _serve(self):
         while True:
-            fn, args, done, failure = self.requests.get()
+            request = self.requests.get()
+            if request is self._STOP:
+                return
+            fn, args, done, failure = request
             try:
                 fn(*args)               # a forked child never returns from here
             except BaseException as e:  # handed to the requesting thread
@@ -77,6 +84,11 @@ class _Launcher:
         _wait_through_interrupts(done)
         if failure:
             raise failure[0]
+
+    def stop(self):
+        self.requests.put(self._STOP)
+        if threading.current_thread() is not self.thread:
+            self.thread.join(5.0)
 
 
 _STATE = _ForkState()
@@ -108,11 +120,42 @@ def spawn(targets, started: list) -> None:
     """Fork one process per callable in ``targets``; the child runs
     ``target(conn)`` and exits with its return value.  ``(pid, conn)`` of each
     child is appended to ``started`` as soon as it exists, so a failure part
-    way leaves the caller a complete list to stop."""
+    way leaves the caller a complete list to stop.  Every pid must be passed
+    to :func:`reaped` once it has been waited for."""
     if threading.current_thread() is threading.main_thread():
         _spawn(targets, started)
-    else:
-        _STATE.get_launcher().run(_spawn, targets, started)
+        return
+    state = _STATE
+    with state.guard:
+        if state.launcher is None:
+            state.launcher = _Launcher()
+        launcher = state.launcher
+        state.requests += 1
+    first = len(started)
+    try:
+        launcher.run(_spawn, targets, started)
+    finally:
+        with state.guard:
+            state.requests -= 1
+            state.launched.update(pid for pid, _ in started[first:])
+        _stop_idle_launcher(state)
+
+
+def reaped(pids) -> None:
+    """``pids`` have been waited for: the launcher may stop if they were its last."""
+    state = _STATE
+    with state.guard:
+        state.launched.difference_update(pids)
+    _stop_idle_launcher(state)
+
+
+def _stop_idle_launcher(state: _ForkState) -> None:
+    with state.guard:
+        launcher = state.launcher
+        if launcher is None or state.launched or state.requests:
+            return
+        state.launcher = None
+    launcher.stop()
 
 
 def _spawn(targets, started: list) -> None:

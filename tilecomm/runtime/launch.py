@@ -101,6 +101,7 @@ class Ranks:
             except ChildProcessError:
                 pass
             conn.close()
+        forking.reaped(pid for pid, _ in self.workers)    # the launcher thread may go
         self.workers = []
 
     def close(self, graceful: bool = False):
