@@ -10,7 +10,7 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 import tilecomm.runtime.forking as forking_mod
 from tilecomm.errors import ArgumentError
-from conftest import WORLD_SIZES, config_for
+from conftest import WORLD_SIZES, _children, config_for
 
 NR = pl.dynamic("NR")
 
@@ -106,13 +106,15 @@ def test_a_read_only_output_is_rejected_before_any_rank_starts(main, kind, no_ra
     assert "hint:" in str(e)
 
 
-def test_a_read_only_output_of_a_prepared_worker_is_rejected_and_the_worker_goes_on():
+def test_a_read_only_output_of_a_prepared_worker_is_rejected_and_its_ranks_stay():
     n = 2
     xs, ys = _xs(n), np.zeros((n, 1, 4), np.float32)
     with double.compile(xs, ys, config=config_for(n)).prepare(xs, ys) as worker:
+        ranks = _children()
         frozen = np.zeros_like(ys)
         frozen.flags.writeable = False
         with pytest.raises(ArgumentError, match="parameter 'ys'"):
             worker(xs, frozen)
+        assert _children() == ranks, "a refused call stopped the prepared ranks"
         worker(xs, ys)
         np.testing.assert_array_equal(ys, 2 * xs)

@@ -1,12 +1,14 @@
-"""Host tensor arguments of a call: shared with the ranks before the run, and
-outputs copied back into the caller's tensors after it.
+"""Host tensor arguments of a call: checked before anything starts, shared
+with the ranks before the run, and outputs copied back into the caller's
+tensors after it.
 
 Only ``pl.Out`` / ``pl.InOut`` parameters are copied back.  Copying inputs
 back too would fail on a read-only input after the whole run, and an input
 that overlaps an output would overwrite the result with the input's old
 contents.  Outputs must be writable, and the call's windows and arguments
-must fit in /dev/shm: both are checked before anything is shared or started,
-so a bad call costs nothing.
+must fit in /dev/shm: :func:`check` runs before any segment is created or
+rank is touched, so a bad call costs nothing (a prepared worker keeps its
+ranks).
 """
 from __future__ import annotations
 
@@ -15,10 +17,37 @@ import numpy as np
 from ..errors import ArgumentError
 from ..ir.types import INOUT, OUT
 from . import shmspace
-from .host import HostTensor
 from .executable import to_numpy
+from .host import HostTensor
 
 _OUTPUTS = (OUT, INOUT)
+
+
+def _key(arr):
+    """Arrays with equal keys are one tensor for the ranks."""
+    return arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str
+
+
+def _directions(executable):
+    return executable.directions[executable.ir.entry.name]
+
+
+def check(executable, args) -> None:
+    """Refuse a call whose outputs are read-only (ArgumentError TC412) or whose
+    windows and arguments cannot fit in /dev/shm (RuntimeFault TC505)."""
+    # parameter names and spans (for the error) from the verified IR it was built from
+    params = executable.ir.entry.params
+    arrays = [to_numpy(a) for a in args]
+    for p, direction, arr in zip(params, _directions(executable), arrays):
+        if arr is not None and direction in _OUTPUTS and not arr.flags.writeable:
+            kind = "pl.Out" if direction == OUT else "pl.InOut"
+            raise ArgumentError(
+                f"parameter '{p.name}' is an output ({kind}) but the array passed for it is "
+                f"read-only", code="TC412", span=p.span,
+                hint="pass a writable array (np.array(x) makes a writable copy), or declare "
+                     "the parameter as an input if the program does not write it")
+    unique = {_key(arr): arr.nbytes for arr in arrays if arr is not None}
+    shmspace.check(executable, unique.values())
 
 
 def share(call, args, executable):
@@ -26,21 +55,13 @@ def share(call, args, executable):
     orchestrator, [(caller's array, shared tensor)] to copy back)``.  The same
     array passed twice is shared once, so the ranks see one tensor; it is
     copied back if any parameter it is passed as is an output."""
-    # parameter names and spans (for the error) from the verified IR it was built from
-    entry = executable.ir.entry
-    directions = executable.directions[entry.name]
-    arrays = [to_numpy(a) for a in args]
-    keys = [None if arr is None else
-            (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
-            for arr in arrays]
-    check_outputs_writable(entry.params, directions, arrays)
-    unique = {k: arr.nbytes for k, arr in zip(keys, arrays) if k is not None}
-    shmspace.check(executable, unique.values())
     vals, copies, seen = [], [], {}
-    for a, arr, key, direction in zip(args, arrays, keys, directions):
+    for a, direction in zip(args, _directions(executable)):
+        arr = to_numpy(a)
         if arr is None:
             vals.append(a)
             continue
+        key = _key(arr)
         shared = seen.get(key)
         if shared is None:
             seg = call.new_segment(max(arr.nbytes, 1))
@@ -51,14 +72,3 @@ def share(call, args, executable):
         if direction in _OUTPUTS and not any(s is shared for _, s in copies):
             copies.append((arr, shared))
     return vals, copies
-
-
-def check_outputs_writable(params, directions, arrays) -> None:
-    for p, direction, arr in zip(params, directions, arrays):
-        if arr is not None and direction in _OUTPUTS and not arr.flags.writeable:
-            kind = "pl.Out" if direction == OUT else "pl.InOut"
-            raise ArgumentError(
-                f"parameter '{p.name}' is an output ({kind}) but the array passed for it is "
-                f"read-only", code="TC412", span=p.span,
-                hint="pass a writable array (np.array(x) makes a writable copy), or declare "
-                     "the parameter as an input if the program does not write it")

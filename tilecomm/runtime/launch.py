@@ -150,6 +150,7 @@ class Run:
 
 def launch(executable, args: list, config):
     """One-shot call: start ranks, run once, tear everything down."""
+    hostargs.check(executable, args)       # bad outputs, no room: refused before anything
     ranks = Ranks(executable.world, config)
     try:
         return execute(ranks, executable, args, config, last=True)

@@ -15,7 +15,7 @@ import atexit
 import threading
 import weakref
 
-from . import forking
+from . import forking, hostargs
 from .launch import Ranks, execute
 
 _OPEN: "weakref.WeakSet[DistributedWorker]" = weakref.WeakSet()
@@ -54,6 +54,7 @@ class DistributedWorker:
         with self._lock:
             self._check_open("__call__")
             exe = self._compiled.specialise(args)
+            hostargs.check(exe, args)       # refused before the ranks are touched: they stay
             if self._ranks is not None and not forking.ranks_alive(self._ranks.workers):
                 self._ranks.close()         # a rank died while idle: start afresh
                 self._ranks = None
