@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import select
 import signal
 import threading
 from multiprocessing.connection import Pipe
@@ -240,15 +241,16 @@ def _drop_inherited_descriptors(keep: int) -> None:
 
 def ranks_alive(workers) -> bool:
     """Whether every worker of an idle set of ranks can still serve a call.
-    An idle worker sends nothing, so a readable pipe means it is gone (EOF) or
-    out of step; its pid is not reaped here (the caller's cleanup does)."""
+    An idle worker sends nothing, so a readable (or hung-up) pipe means it is
+    gone or out of step; its pid is not reaped here (the caller's cleanup
+    does).  One poll() for all of them: this runs before every prepared call."""
+    poller = select.poll()
     for _, conn in workers:
         try:
-            if conn.poll(0):
-                return False
-        except (OSError, EOFError):
-            return False
-    return True
+            poller.register(conn.fileno(), select.POLLIN)
+        except (OSError, ValueError):
+            return False                # closed already
+    return not poller.poll(0)
 
 
 def preload(images) -> None:
