@@ -242,6 +242,38 @@ def test_ranks_inherit_no_pipe_end_of_other_ranks_nor_the_callers_descriptors(
         os.close(unrelated_w)
 
 
+def _mapped_segments(pid) -> list:
+    """Names of the segments mapped (readable or writable) in ``pid``, once per mapping."""
+    names = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            fields = line.split(None, 5)
+            if len(fields) == 6 and "/dev/shm/tilecomm-" in fields[5] and fields[1][:2] != "--":
+                names.append(os.path.basename(fields[5].split()[0]))
+    return names
+
+
+def test_ranks_keep_no_mapping_of_segments_they_did_not_map_themselves(no_thread_children):
+    """A rank forked while other calls' segments are mapped in the caller must
+    not keep them mapped (their memory could not be freed until it exits)."""
+    n = 2
+    xs, ys = _data(n, 8)
+    compiled = gather.compile(xs, ys, config=config_for(n))
+    with compiled.prepare(xs, ys) as first:
+        first(xs, ys)
+        first_ranks = all_children()
+        mapped_by_first = {s for pid in first_ranks for s in _mapped_segments(pid)}
+        assert mapped_by_first, "the first worker's ranks map their control segment"
+        with compiled.prepare(xs, ys) as second:
+            second(xs, ys)
+            for pid in all_children() - first_ranks:
+                mapped = _mapped_segments(pid)
+                assert not set(mapped) & mapped_by_first, \
+                    f"rank {pid} keeps another worker's segments mapped: {sorted(mapped)}"
+                assert len(mapped) == len(set(mapped)), \
+                    f"rank {pid} maps a segment twice (inherited and its own): {sorted(mapped)}"
+
+
 # ------------------------------------------------------------------ workers of short-lived threads
 def test_worker_prepared_in_a_thread_outlives_that_thread(no_thread_children):
     n = 2

@@ -19,10 +19,16 @@ Three Linux facts shape this module:
   points every descriptor it does not need at ``/dev/null``.  It does not
   close them: objects inherited from the parent still hold those numbers and
   may close them when collected, which must not hit a descriptor the rank
-  opened since.
+  opened since.  Likewise a child inherits the parent's mappings of every
+  segment alive at the fork -- other calls' windows, possibly GiBs that
+  could not be freed until the rank exits.  A rank maps what it uses itself,
+  so each inherited segment mapping is replaced by an inaccessible private
+  one of the same range (the range stays reserved for the same reason).
 """
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 import queue
 import re
@@ -38,6 +44,9 @@ from ..transport import segments as S
 # between the fork and recording the child's pid (the child would be lost to
 # the caller's cleanup).  The child restores the caller's mask.
 _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+_PROT_NONE = 0
+_MAP_FIXED = 0x10                       # asm-generic: x86, Arm, RISC-V, PowerPC
 
 
 class _ForkState:
@@ -197,6 +206,7 @@ def _child(target, conn, mask) -> None:
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _drop_inherited_descriptors(keep=conn.fileno())
+        _drop_inherited_segments()
         code = target(conn)
     finally:
         os._exit(code)
@@ -237,6 +247,27 @@ def _drop_inherited_descriptors(keep: int) -> None:
             os.close(fd)
     if null >= 0:
         os.close(null)
+
+
+def _drop_inherited_segments() -> None:
+    """Replace every inherited mapping of a segment by an inaccessible private
+    mapping of the same range (MAP_FIXED: one step, the range never free)."""
+    try:
+        with open("/proc/self/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return                          # no /proc or no descriptor: keep them
+    marker = os.path.join(S.SHM_DIR, S.PREFIX + "-")
+    mmap_ = ctypes.CDLL(None, use_errno=True).mmap
+    mmap_.restype = ctypes.c_void_p
+    mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[5].startswith(marker):
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            mmap_(lo, hi - lo, _PROT_NONE, flags, -1, 0)
 
 
 def ranks_alive(workers) -> bool:
