@@ -47,6 +47,12 @@ _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 _PROT_NONE = 0
 _MAP_FIXED = 0x10                       # asm-generic: x86, Arm, RISC-V, PowerPC
+_PLACEHOLDER = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
+# libc's mmap, set up here once rather than in every child
+_MMAP = ctypes.CDLL(None, use_errno=True).mmap
+_MMAP.restype = ctypes.c_void_p
+_MMAP.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                  ctypes.c_long]
 
 
 class _ForkState:
@@ -251,23 +257,17 @@ def _drop_inherited_descriptors(keep: int) -> None:
 
 def _drop_inherited_segments() -> None:
     """Replace every inherited mapping of a segment by an inaccessible private
-    mapping of the same range (MAP_FIXED: one step, the range never free)."""
-    try:
-        with open("/proc/self/maps") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return                          # no /proc or no descriptor: keep them
+    mapping of the same range (MAP_FIXED: one step, the range never free).
+    A range is replaced only if /proc/self/map_files shows it maps exactly a
+    segment, so a stale entry can never hit memory the process still uses."""
     marker = os.path.join(S.SHM_DIR, S.PREFIX + "-")
-    mmap_ = ctypes.CDLL(None, use_errno=True).mmap
-    mmap_.restype = ctypes.c_void_p
-    mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_long]
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
-    for line in lines:
-        fields = line.split(None, 5)
-        if len(fields) == 6 and fields[5].startswith(marker):
-            lo, hi = (int(x, 16) for x in fields[0].split("-"))
-            mmap_(lo, hi - lo, _PROT_NONE, flags, -1, 0)
+    for addr, length in S.mapped_ranges():
+        try:
+            target = os.readlink(f"/proc/self/map_files/{addr:x}-{addr + length:x}")
+        except OSError:
+            continue                    # not exactly one mapping, or no /proc
+        if target.startswith(marker):
+            _MMAP(addr, length, _PROT_NONE, _PLACEHOLDER, -1, 0)
 
 
 def ranks_alive(workers) -> bool:

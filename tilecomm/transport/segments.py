@@ -23,13 +23,14 @@ import functools
 import mmap
 import os
 import sys
+import weakref
 
 import numpy as np
 
 from ..errors import RuntimeFault
 
-__all__ = ["PREFIX", "SHM_DIR", "Segment", "resource_error", "segment_name", "sweep",
-           "sweep_stale"]
+__all__ = ["PREFIX", "SHM_DIR", "Segment", "mapped_ranges", "resource_error", "segment_name",
+           "sweep", "sweep_stale"]
 
 PREFIX = "tilecomm"
 SHM_DIR = "/dev/shm"
@@ -37,6 +38,18 @@ SHM_DIR = "/dev/shm"
 # Python >= 3.13 can map without keeping a duplicate of the fd open; earlier
 # versions keep one fd per live mapping (closed when the mapping goes away).
 _MMAP_KW = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+
+# Address -> length of every mapping of a segment in this process, so that a
+# forked child can drop the mappings it inherits (see runtime/forking.py).  An
+# entry goes when its mapping does (the mmap object is freed); entries may be
+# stale or missing for an instant, so the child checks a range before use.
+_MAPPINGS: dict[int, int] = {}
+
+
+def mapped_ranges() -> list:
+    """``(address, length)`` of the segment mappings alive in this process."""
+    return list(_MAPPINGS.items())
 
 
 # An OSError with one of these errnos means a system resource ran out, not a
@@ -114,6 +127,9 @@ class Segment:
         # mmap for as long as it lives, i.e. as long as any view does.
         self._buf = (ctypes.c_char * len(mm)).from_buffer(mm)
         self.addr = ctypes.addressof(self._buf)
+        if size:                        # the mapping covers whole pages
+            _MAPPINGS[self.addr] = -(-len(mm) // mmap.PAGESIZE) * mmap.PAGESIZE
+            weakref.finalize(mm, _MAPPINGS.pop, self.addr, None)
 
     # -- construction --------------------------------------------------------
 
