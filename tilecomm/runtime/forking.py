@@ -132,14 +132,16 @@ def _wait_through_interrupts(done: threading.Event):
         raise interrupted
 
 
-def spawn(targets, started: list) -> None:
+def spawn(targets, started: list, keep=None) -> None:
     """Fork one process per callable in ``targets``; the child runs
     ``target(conn)`` and exits with its return value.  ``(pid, conn)`` of each
     child is appended to ``started`` as soon as it exists, so a failure part
-    way leaves the caller a complete list to stop.  Every pid must be passed
-    to :func:`reaped` once it has been waited for."""
+    way leaves the caller a complete list to stop.  ``keep``: per target, the
+    descriptors (besides stdio and its pipe) that child must keep open.  Every
+    pid must be passed to :func:`reaped` once it has been waited for."""
+    keep = [()] * len(targets) if keep is None else list(keep)
     if threading.current_thread() is threading.main_thread():
-        _spawn(targets, started)
+        _spawn(targets, started, keep)
         return
     state = _STATE
     with state.guard:
@@ -149,7 +151,7 @@ def spawn(targets, started: list) -> None:
         state.requests += 1
     first = len(started)
     try:
-        launcher.run(_spawn, targets, started)
+        launcher.run(_spawn, targets, started, keep)
     finally:
         with state.guard:
             state.requests -= 1
@@ -174,8 +176,8 @@ def _stop_idle_launcher(state: _ForkState) -> None:
     launcher.stop()
 
 
-def _spawn(targets, started: list) -> None:
-    for target in targets:
+def _spawn(targets, started: list, keep: list) -> None:
+    for target, fds in zip(targets, keep):
         with _STATE.lock:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
             try:
@@ -192,7 +194,7 @@ def _spawn(targets, started: list) -> None:
                         _raise_typed(e)
                     raise
                 if pid == 0:
-                    _child(target, child, old_mask)     # never returns
+                    _child(target, child, old_mask, fds)    # never returns
                 child.close()
                 started.append((pid, parent))
             finally:
@@ -207,20 +209,20 @@ def _raise_typed(e: OSError):
     raise typed from e
 
 
-def _child(target, conn, mask) -> None:
+def _child(target, conn, mask, fds) -> None:
     code = 1
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        _drop_inherited_descriptors(keep=conn.fileno())
+        _drop_inherited_descriptors(keep={conn.fileno(), *fds})
         _drop_inherited_segments()
         code = target(conn)
     finally:
         os._exit(code)
 
 
-def _drop_inherited_descriptors(keep: int) -> None:
+def _drop_inherited_descriptors(keep: set) -> None:
     """Point every descriptor but stdio (and its duplicates, e.g. a
-    faulthandler's copy of stderr) and ``keep`` at /dev/null."""
+    faulthandler's copy of stderr) and those in ``keep`` at /dev/null."""
     try:
         fds = [int(n) for n in os.listdir("/proc/self/fd")]
     except OSError:
@@ -237,7 +239,7 @@ def _drop_inherited_descriptors(keep: int) -> None:
     except OSError:
         null = -1                       # out of descriptors: close instead
     for fd in fds:
-        if fd <= 2 or fd in (keep, null):
+        if fd <= 2 or fd == null or fd in keep:
             continue
         try:
             st = os.fstat(fd)
