@@ -43,12 +43,27 @@ def _shm_names():
         return set()
 
 
-def _children():
+def children(pid=None) -> set:
+    """Pids of the children of every thread of ``pid`` (this process by
+    default): a child is listed under the thread that forked it, and ranks
+    requested by a thread other than the main one are forked by a launcher
+    thread."""
+    pid = pid or os.getpid()
+    kids = set()
     try:
-        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-            return set(f.read().split())
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return set()
+        return kids
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids |= {int(p) for p in f.read().split()}
+        except OSError:
+            pass                        # that thread exited while listing
+    return kids
+
+
+
 
 
 def _fds():
@@ -62,11 +77,11 @@ def _fds():
 def no_leaks():
     """Every test must leave no worker process, thread, shared segment or file
     descriptor behind."""
-    before_shm, before_kids = _shm_names(), _children()
+    before_shm, before_kids = _shm_names(), children()
     before_threads, before_fds = set(threading.enumerate()), _fds()
     yield
     assert _shm_names() - before_shm == set(), "shared-memory segments leaked"
-    assert _children() - before_kids == set(), "worker processes leaked"
+    assert children() - before_kids == set(), "worker processes leaked"
     threads = [t.name for t in set(threading.enumerate()) - before_threads]
     assert threads == [], f"threads leaked: {threads}"
     if _fds() - before_fds:

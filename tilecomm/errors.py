@@ -182,8 +182,11 @@ CODES = {
     "TC402": "invalid RunConfig",
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
+    "TC412": "output argument is read-only",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",
     "TC504": "wait timed out (RunConfig.wait_timeout_s)",
+    "TC505": "not enough free space in /dev/shm for the call's windows and arguments",
+    "TC506": "a system resource ran out (memory, /dev/shm, open files, processes)",
 }

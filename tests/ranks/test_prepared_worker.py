@@ -7,7 +7,7 @@ import pytest
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm.errors import DeadlockError, RankFailure
-from conftest import WORLD_SIZES, _children, config_for
+from conftest import WORLD_SIZES, children, config_for
 
 NR = pl.dynamic("NR")
 W = pl.dynamic("W")
@@ -65,13 +65,13 @@ def test_repeated_calls_reuse_the_ranks_and_start_from_zeroed_windows(n):
     xs, ys = _data(n)
     compiled = main.compile(xs, ys, 0, 1, config=config_for(n))
     with compiled.prepare(xs, ys, 0, 1) as worker:
-        pids = _children()
+        pids = children()
         assert len(pids) == n
         for call in range(3):
             xs, ys = _data(n, seed=call)
             worker(xs, ys, 0, 1)
             _check_rank0(xs, ys)
-            assert _children() == pids, "a prepared worker restarted its ranks"
+            assert children() == pids, "a prepared worker restarted its ranks"
     assert worker.closed
 
 
@@ -79,11 +79,11 @@ def test_a_new_specialisation_reaches_running_ranks():
     n = 2
     xs, ys = _data(n, w=8)
     with main.compile(xs, ys, 0, 1, config=config_for(n)).prepare(xs, ys, 0, 1) as worker:
-        pids = _children()
+        pids = children()
         wide, wide_out = _data(n, w=24, seed=5)        # W bound to 24: compiled after the fork
         worker(wide, wide_out, 0, 1)
         _check_rank0(wide, wide_out)
-        assert _children() == pids
+        assert children() == pids
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -93,10 +93,10 @@ def test_a_failed_call_is_reported_and_the_next_call_starts_fresh_ranks(n):
         with pytest.raises(RankFailure) as ei:
             worker(xs, ys, n + 3, 1)                    # peer out of range on every rank
         assert ei.value.error_code == "TC501"
-        assert _children() == set()
+        assert children() == set()
         with pytest.raises(DeadlockError):
             worker(xs, ys, 0, 0)                        # tag 0 never satisfies Ge 1
-        assert _children() == set()
+        assert children() == set()
         worker(xs, ys, 0, 1)
         _check_rank0(xs, ys)
 
@@ -108,7 +108,7 @@ def test_closed_worker_refuses_calls_and_leaves_nothing():
     worker(xs, ys, 0, 1)
     worker.close()
     worker.close()                                      # idempotent
-    assert _children() == set()
+    assert children() == set()
     assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"tilecomm-{os.getpid()}-")]
     with pytest.raises(RuntimeError, match=r"after close\(\)"):
         worker(xs, ys, 0, 1)

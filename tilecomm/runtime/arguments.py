@@ -1,37 +1,80 @@
 """Host tensors between the caller and the ranks: the caller's arrays are
-copied into shared segments before a run and copied back after it; ranks map
-those segments by name.  (Host tensors are the launcher's business, not the
-transport's: an mpiexec launcher would scatter and gather them instead.)"""
+checked before anything starts, copied into shared segments before a run, and
+outputs copied back after it; ranks map those segments by name.  (Host
+tensors are the launcher's business, not the transport's: an mpiexec launcher
+would scatter and gather them instead.)
+
+Only ``pl.Out`` / ``pl.InOut`` parameters are copied back.  Copying inputs
+back too would fail on a read-only input after the whole run, and an input
+that overlaps an output would overwrite the result with the input's old
+contents.  Outputs must be writable, and the call's windows and arguments
+must fit in /dev/shm: :func:`check_arguments` runs before any segment is
+created or rank is touched, so a bad call costs nothing (a prepared worker
+keeps its ranks).
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentError
+from ..ir.types import INOUT, OUT
 from ..transport.segments import Segment
+from . import shmspace
 from .host import HostTensor
 from .executable import to_numpy
 from .values import HostRef
 
+_OUTPUTS = (OUT, INOUT)
 
-def share_arguments(run, args):
+
+def _key(arr):
+    """Arrays with equal keys are one tensor for the ranks."""
+    return arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str
+
+
+def _directions(executable):
+    return executable.directions[executable.ir.entry.name]
+
+
+def check_arguments(executable, args) -> None:
+    """Refuse a call whose outputs are read-only (ArgumentError TC412) or whose
+    windows and arguments cannot fit in /dev/shm (RuntimeFault TC505)."""
+    # parameter names and spans (for the error) from the verified IR it was built from
+    params = executable.ir.entry.params
+    arrays = [to_numpy(a) for a in args]
+    for p, direction, arr in zip(params, _directions(executable), arrays):
+        if arr is not None and direction in _OUTPUTS and not arr.flags.writeable:
+            kind = "pl.Out" if direction == OUT else "pl.InOut"
+            raise ArgumentError(
+                f"parameter '{p.name}' is an output ({kind}) but the array passed for it is "
+                f"read-only", code="TC412", span=p.span,
+                hint="pass a writable array (np.array(x) makes a writable copy), or declare "
+                     "the parameter as an input if the program does not write it")
+    unique = {_key(arr): arr.nbytes for arr in arrays if arr is not None}
+    shmspace.check(executable, unique.values())
+
+
+def share_arguments(run, args, executable):
     """Shared copies of the tensor arguments: (values for the HOST
-    orchestrator, [(caller's array, shared tensor)] to copy back).
-    The same array passed twice is shared once, so the ranks see one tensor."""
+    orchestrator, [(caller's array, shared tensor)] to copy back).  The same
+    array passed twice is shared once, so the ranks see one tensor; it is
+    copied back if any parameter it is passed as is an output."""
     vals, copies, seen = [], [], {}
-    for a in args:
+    for a, direction in zip(args, _directions(executable)):
         arr = to_numpy(a)
         if arr is None:
             vals.append(a)
             continue
-        key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
-        if key in seen:
-            vals.append(seen[key])
-            continue
-        seg = run.new_segment(max(arr.nbytes, 1))
-        shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
-        np.copyto(shared.array, arr)
+        key = _key(arr)
+        shared = seen.get(key)
+        if shared is None:
+            seg = run.new_segment(max(arr.nbytes, 1))
+            shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
+            np.copyto(shared.array, arr)
+            seen[key] = shared
         vals.append(shared)
-        seen[key] = shared
-        copies.append((arr, shared))
+        if direction in _OUTPUTS and not any(s is shared for _, s in copies):
+            copies.append((arr, shared))
     return vals, copies
 
 

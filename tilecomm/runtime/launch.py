@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import traceback
 
 from ..errors import TilecommError, UserError
 from ..transport import make_host
 from ..transport import segments as S
 from . import control as C
-from .arguments import copy_back, map_result, share_arguments
+from . import forking, hostfaults
+from .arguments import check_arguments, copy_back, map_result, share_arguments
 from .host import HostRuntime
 from .launcher import ForkLauncher
 from .messages import EndRun, LoadImage, Shutdown
@@ -73,8 +73,16 @@ class Ranks:
         return self.launcher.started
 
     def start(self):
-        self.launcher.start(lambda rank, channel: worker_main(rank, self, channel))
+        # element types whose numpy type loads lazily (BF16): imported once
+        # here, not once per rank after the fork
+        forking.preload(self.images.values())
+        self.launcher.start(lambda rank, channel: worker_main(rank, self, channel),
+                            keep=[self.transport.child_fds(r) for r in range(self.world)])
         self.transport.started()
+
+    def alive(self) -> bool:
+        """Whether idle ranks can all serve the next run (none died meanwhile)."""
+        return self.launcher.alive()
 
     def know(self, image):
         """Make sure every worker has ``image`` (forked ones inherit it)."""
@@ -160,6 +168,7 @@ class Run:
 
 def launch(executable, args: list, config):
     """One-shot call: start ranks, run once, tear everything down."""
+    check_arguments(executable, args)      # bad outputs, no room: refused before anything
     ranks = Ranks(executable.world, config)
     try:
         return execute(ranks, executable, args, config, last=True)
@@ -176,7 +185,7 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     try:
         ranks.know(executable.image)
         ranks.control.reset()
-        host_vals, copies = share_arguments(run, args)
+        host_vals, copies = share_arguments(run, args, executable)   # outputs copied back
         if not ranks.started:
             ranks.start()
         # after the fork: a transport's service threads must not be forked
@@ -185,7 +194,10 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
         try:
             result = executable.entry(hr, *host_vals)
         except UserError as e:             # a fault in the HOST orchestrator itself
-            _attach_host_span(e, executable)
+            hostfaults.attach_span(e, executable.lowered)
+            raise
+        except Exception as e:             # the user's own host code raised: point at it
+            hostfaults.locate(e, executable.lowered)
             raise
         for r in range(run.world):
             run.send(r, EndRun())
@@ -201,17 +213,6 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
         raise
     finally:
         run.release()
-
-
-def _attach_host_span(e, executable):
-    if e.span is not None:
-        return
-    for fr in reversed(traceback.extract_tb(e.__traceback__)):
-        if fr.filename == executable.lowered.filename:
-            e.span = executable.lowered.linemap.get(fr.lineno)
-            if e.span is not None:
-                e.args = (str(e),)
-                return
 
 
 __all__ = ["Ranks", "Run", "execute", "launch"]

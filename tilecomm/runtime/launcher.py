@@ -1,16 +1,20 @@
 """Launchers: how the rank processes come to exist, how the controller talks to
 them, and how they end.  ``Launcher`` is the interface the controller uses;
 ``ForkLauncher`` forks one worker per rank from the calling process, with a
-duplex pipe per rank as its channel.
+duplex pipe per rank as its channel (``forking.py``: one fork lock, a launcher
+thread for non-main callers, children that keep only their own descriptors).
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
 from abc import ABC, abstractmethod
-from multiprocessing.connection import Pipe, wait as mp_wait
+from multiprocessing.connection import wait as mp_wait
 from typing import Callable
+
+from . import cleanup, forking
 
 __all__ = ["ForkLauncher", "Launcher"]
 
@@ -23,9 +27,14 @@ class Launcher(ABC):
     def started(self) -> bool: ...
 
     @abstractmethod
-    def start(self, rank_main: Callable[[int, object], int]) -> None:
+    def start(self, rank_main: Callable[[int, object], int], keep=None) -> None:
         """Start one process per rank running ``rank_main(rank, channel)``;
-        its return value is the process's exit code."""
+        its return value is the process's exit code.  ``keep``: per rank, the
+        descriptors (e.g. a transport's link) its process must keep open."""
+
+    @abstractmethod
+    def alive(self) -> bool:
+        """Whether every rank of an idle set can still serve a run."""
 
     @abstractmethod
     def send(self, rank: int, msg) -> None:
@@ -53,26 +62,20 @@ class ForkLauncher(Launcher):
         self.world = world
         self.workers: list = []          # (pid, conn) per rank
         self._codes: dict = {}           # rank -> exit code, once reaped
+        cleanup.watch(self)              # killed if SIGTERM / SIGHUP end the caller
 
     @property
     def started(self) -> bool:
         return bool(self.workers)
 
-    def start(self, rank_main):
-        for rank in range(self.world):
-            parent, child = Pipe(duplex=True)
-            pid = os.fork()
-            if pid == 0:                   # child: never returns into the caller's code
-                code = 1
-                try:
-                    parent.close()
-                    for _, c in self.workers:
-                        c.close()
-                    code = rank_main(rank, child)
-                finally:
-                    os._exit(code)
-            child.close()
-            self.workers.append((pid, parent))
+    def start(self, rank_main, keep=None):
+        # workers are appended as they are forked: a failure part way leaves
+        # stop() every process to kill
+        forking.spawn([functools.partial(rank_main, rank) for rank in range(self.world)],
+                      self.workers, keep)
+
+    def alive(self):
+        return bool(self.workers) and forking.ranks_alive(self.workers)
 
     def send(self, rank, msg):
         try:
@@ -127,6 +130,7 @@ class ForkLauncher(Launcher):
             self._reap(r, True)
         for _, conn in self.workers:
             conn.close()
+        forking.reaped([pid for pid, _ in self.workers])    # the launcher thread may go
         self.workers = []
         codes, self._codes = dict(self._codes), {}
         return codes

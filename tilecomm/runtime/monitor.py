@@ -11,6 +11,7 @@ import time
 from ..errors import DeadlockError, RankFailure
 from ..tools.deadlock import BlockedWait, NotifierSet, deadlock_report
 from . import control as C
+from . import shmspace
 from .launcher import describe_exit
 from .messages import Done, Failed
 
@@ -41,8 +42,10 @@ def monitor(run) -> None:
 
 
 def rank_died(launcher, rank) -> RankFailure:
-    status = describe_exit(launcher.exit_code(rank))
-    return RankFailure(f"rank {rank} {status} before finishing its dispatches", rank=rank)
+    code = launcher.exit_code(rank)
+    hint = shmspace.death_hint(-code) if code is not None and code < 0 else ""
+    return RankFailure(f"rank {rank} {describe_exit(code)} before finishing its dispatches{hint}",
+                       rank=rank)
 
 
 def rank_error(msg: Failed) -> RankFailure:

@@ -41,8 +41,14 @@ def worker_main(rank: int, ranks, conn) -> int:
         return M.EXIT_FAILED
     ranks.transport.in_child(rank)
     images = dict(ranks.images)             # inherited; later ones arrive by message
-    control = ranks.control.attach()
-    transport = ranks.transport.endpoint(rank, ranks.world)
+    try:
+        control = ranks.control.attach()
+        transport = ranks.transport.endpoint(rank, ranks.world)
+    except UserError as e:                  # out of descriptors or memory: say so, not just die
+        text = f"{type(e).__name__}: {e}"
+        conn.send(M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
+                           type(e).__name__, e.code, None))
+        return M.EXIT_FAILED
     hosts = HostSegments()
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)
     inbox: queue.SimpleQueue = queue.SimpleQueue()

@@ -31,7 +31,7 @@ import numpy as np
 from .. import _native_core as native
 from .base import Endpoint, TransportHost, WindowKey
 from .memops import address, write_region
-from .segments import Segment
+from .segments import Segment, resource_error
 from .shm import SPIN_WINDOW_NS, sleep_wait
 
 __all__ = ["CopyEndpoint", "CopyHost"]
@@ -107,14 +107,23 @@ class CopyHost(TransportHost):
 
     def __init__(self, world: int, new_segment):
         self.world = world
-        self._links = [Pipe(duplex=True) for _ in range(world)]   # (service end, rank end)
-        self._wake_r, self._wake_w = Pipe(duplex=False)
+        self._links = []                 # (service end, rank end) per rank
+        self._wake_r = self._wake_w = None
         self._segments: dict[str, Segment] = {}
         self._lock = threading.Lock()    # the service applies requests; end_run unmaps
         self._thread: threading.Thread | None = None
         self._stop = False
         self._stages = []                # one staging buffer per rank
         try:
+            try:
+                for _ in range(world):
+                    self._links.append(Pipe(duplex=True))
+                self._wake_r, self._wake_w = Pipe(duplex=False)
+            except OSError as e:         # out of descriptors: typed, with a hint
+                typed = resource_error(e, "cannot create the copy transport's links")
+                if typed is None:
+                    raise
+                raise typed from e
             for _ in range(world):
                 self._stages.append(new_segment(STAGE_BYTES))
         except BaseException:
@@ -238,8 +247,9 @@ class CopyHost(TransportHost):
         for service, rank_end in self._links:
             service.close()
             rank_end.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        for end in (self._wake_r, self._wake_w):
+            if end is not None:
+                end.close()
         self._segments.clear()
         for stage in self._stages:
             stage.close()

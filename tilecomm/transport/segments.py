@@ -18,13 +18,19 @@ size (>= 4 KiB); the native core relies on that for naturally aligned atomics.
 from __future__ import annotations
 
 import ctypes
+import errno
+import functools
 import mmap
 import os
 import sys
+import weakref
 
 import numpy as np
 
-__all__ = ["PREFIX", "SHM_DIR", "Segment", "segment_name", "sweep", "sweep_stale"]
+from ..errors import RuntimeFault
+
+__all__ = ["PREFIX", "SHM_DIR", "Segment", "mapped_ranges", "resource_error", "segment_name",
+           "sweep", "sweep_stale"]
 
 PREFIX = "tilecomm"
 SHM_DIR = "/dev/shm"
@@ -32,6 +38,59 @@ SHM_DIR = "/dev/shm"
 # Python >= 3.13 can map without keeping a duplicate of the fd open; earlier
 # versions keep one fd per live mapping (closed when the mapping goes away).
 _MMAP_KW = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+
+# Address -> length of every mapping of a segment in this process, so that a
+# forked child can drop the mappings it inherits (see runtime/forking.py).  An
+# entry goes when its mapping does (the mmap object is freed); entries may be
+# stale or missing for an instant, so the child checks a range before use.
+_MAPPINGS: dict[int, int] = {}
+
+
+def mapped_ranges() -> list:
+    """``(address, length)`` of the segment mappings alive in this process."""
+    return list(_MAPPINGS.items())
+
+
+# An OSError with one of these errnos means a system resource ran out, not a
+# bug: it becomes a RuntimeFault (TC506) that says which one and what to do.
+_RESOURCE_HINTS = {
+    errno.ENOSPC: "/dev/shm is full: make the windows smaller, remove stale tilecomm-* "
+                  "segments there, or enlarge /dev/shm (docker: --shm-size)",
+    errno.ENOMEM: "out of memory: shared memory counts against RAM (and the container's "
+                  "memory limit); make the windows smaller or use fewer ranks",
+    errno.EMFILE: "too many open files in this process: raise the limit (ulimit -n) or "
+                  "keep fewer prepared workers open",
+    errno.ENFILE: "too many open files on this system",
+    errno.EAGAIN: "the process limit was reached (ulimit -u): use fewer ranks",
+}
+
+
+def resource_error(e: OSError, what: str) -> RuntimeFault | None:
+    """The typed error for an OSError that means a resource ran out, else None."""
+    hint = _RESOURCE_HINTS.get(e.errno)
+    if hint is None:
+        return None
+    return RuntimeFault(f"{what}: {os.strerror(e.errno)} ({errno.errorcode[e.errno]})",
+                        code="TC506", hint=hint)
+
+
+def _resource_errors(verb: str):
+    """Decorator: resource OSErrors of creating / mapping a segment become typed."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(cls, name, *size):
+            try:
+                return fn(cls, name, *size)
+            except OSError as e:
+                what = f"cannot {verb} shared-memory segment {name}" + \
+                    (f" of {int(size[0])} bytes" if size else "")
+                typed = resource_error(e, what)
+                if typed is None:
+                    raise
+                raise typed from e
+        return call
+    return wrap
 
 
 def segment_name(owner_pid: int, call_id: int, index: int) -> str:
@@ -68,10 +127,14 @@ class Segment:
         # mmap for as long as it lives, i.e. as long as any view does.
         self._buf = (ctypes.c_char * len(mm)).from_buffer(mm)
         self.addr = ctypes.addressof(self._buf)
+        if size:                        # the mapping covers whole pages
+            _MAPPINGS[self.addr] = -(-len(mm) // mmap.PAGESIZE) * mmap.PAGESIZE
+            weakref.finalize(mm, _MAPPINGS.pop, self.addr, None)
 
     # -- construction --------------------------------------------------------
 
     @classmethod
+    @_resource_errors("create")
     def create(cls, name: str, size: int) -> "Segment":
         """Create a new zero-filled segment; ``FileExistsError`` if it exists.
 
@@ -100,6 +163,7 @@ class Segment:
         return cls(name, size, mm)
 
     @classmethod
+    @_resource_errors("map")
     def attach(cls, name: str) -> "Segment":
         """Map an existing segment; ``FileNotFoundError`` if it does not exist."""
         fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC)
@@ -214,6 +278,11 @@ def _list_names() -> list[str]:
         return [n for n in os.listdir(SHM_DIR) if n.startswith(PREFIX + "-")]
     except FileNotFoundError:
         return []
+    except OSError as e:                # out of descriptors: say so, with a hint
+        typed = resource_error(e, f"cannot list {SHM_DIR}")
+        if typed is None:
+            raise
+        raise typed from e
 
 
 def _unlink_names(names) -> int:
