@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..transport import TRANSPORTS
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class Platform:
     aiv_cores: int
 
 
-TRANSPORT_NAMES = ("shm", "copy")
+TRANSPORT_NAMES = tuple(TRANSPORTS)
 
 PLATFORMS = {
     "cpu": Platform("cpu", bf16_atomic_add=True, aiv_cores=0),

@@ -1,13 +1,26 @@
-"""Transports: how ranks reach each other's symmetric windows (see ``base``)."""
+"""Transports: how ranks reach each other's symmetric windows (see ``base``).
+
+A transport's module is imported only when a run selects it: a backend may
+pull in heavy or optional dependencies (an MPI binding), and a program that
+runs on shared memory should not pay for the others."""
+import importlib
+
 from .base import Endpoint, TransportHost, WaitHooks, WindowKey
-from .copy import CopyHost
-from .shm import ShmHost
 
-TRANSPORTS = {"shm": ShmHost, "copy": CopyHost}
+# RunConfig.transport name -> "module:class" of its controller side
+TRANSPORTS = {"shm": "tilecomm.transport.shm:ShmHost",
+              "copy": "tilecomm.transport.copy:CopyHost"}
 
-__all__ = ["Endpoint", "TRANSPORTS", "TransportHost", "WaitHooks", "WindowKey", "make_host"]
+__all__ = ["Endpoint", "TRANSPORTS", "TransportHost", "WaitHooks", "WindowKey", "host_class",
+           "make_host"]
+
+
+def host_class(name: str) -> type:
+    """The ``TransportHost`` class of the transport named ``name``."""
+    module, cls = TRANSPORTS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def make_host(name: str, world: int, new_segment) -> TransportHost:
     """The controller side of the transport named ``name`` (``RunConfig.transport``)."""
-    return TRANSPORTS[name](world, new_segment)
+    return host_class(name)(world, new_segment)
