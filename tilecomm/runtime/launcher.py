@@ -78,6 +78,8 @@ class ForkLauncher(Launcher):
         return bool(self.workers) and forking.ranks_alive(self.workers)
 
     def send(self, rank, msg):
+        if rank >= len(self.workers):
+            return                       # never started: a fork failed part way
         try:
             self.workers[rank][1].send(msg)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
