@@ -43,6 +43,21 @@ def _shm_names():
         return set()
 
 
+def my_segments(pid=None) -> list:
+    """Names of the /dev/shm segments of ``pid`` (this process by default)."""
+    prefix = f"tilecomm-{pid or os.getpid()}-"
+    return [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+
+
+def process_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def children(pid=None) -> set:
     """Pids of the children of every thread of ``pid`` (this process by
     default): a child is listed under the thread that forked it, and ranks

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import failure_programs as F
+from conftest import children, my_segments, process_alive
 from tilecomm.errors import DeadlockError, RankFailure
 from tilecomm.runtime.messages import EXIT_ABORTED, EXIT_FAILED
 
@@ -31,31 +32,9 @@ def marker_line(tag: str) -> int:
     return hits[0]
 
 
-def children_of(pid: int) -> set:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return {int(p) for p in f.read().split()}
-    except OSError:
-        return set()
-
-
-def my_segments(pid=None) -> list:
-    prefix = f"tilecomm-{pid or os.getpid()}-"
-    return [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
-
-
-def process_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def assert_clean():
     """Right after a failure: no worker process and no segment of ours is left."""
-    assert children_of(os.getpid()) == set(), "worker processes outlived the call"
+    assert children(os.getpid()) == set(), "worker processes outlived the call"
     assert my_segments() == [], "shared-memory segments outlived the call"
 
 
@@ -186,14 +165,14 @@ def test_a_killed_rank_aborts_the_others_too():
     n = 3
     cfg = F.config(n, deadlock_timeout_s=60)
     F.block_main.compile(F.outputs(n), config=cfg)
-    before = children_of(os.getpid())
+    before = children(os.getpid())
 
     def killer():
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(children_of(os.getpid()) - before) < n:
+        while time.monotonic() < deadline and len(children(os.getpid()) - before) < n:
             time.sleep(0.005)
         time.sleep(0.2)
-        workers = sorted(children_of(os.getpid()) - before)
+        workers = sorted(children(os.getpid()) - before)
         if workers:
             os.kill(workers[0], signal.SIGKILL)
 
@@ -213,14 +192,14 @@ def test_a_killed_rank_aborts_the_others_too():
 # ------------------------------------------------------------------ a rank is killed
 @pytest.mark.parametrize("n,victim", [(2, 1), (3, 2), (4, 1)])
 def test_killed_rank_is_reported(n, victim):
-    before = children_of(os.getpid())
+    before = children(os.getpid())
     state = {}
 
     def killer():
         deadline = time.monotonic() + 10
         workers = set()
         while time.monotonic() < deadline:
-            workers = children_of(os.getpid()) - before
+            workers = children(os.getpid()) - before
             if len(workers) >= n:
                 break
             time.sleep(0.005)
@@ -262,7 +241,7 @@ def test_ctrl_c_stops_everything():
         deadline = time.monotonic() + 30
         workers = set()
         while time.monotonic() < deadline and proc.poll() is None:
-            workers = children_of(proc.pid)
+            workers = children(proc.pid)
             if len(workers) >= n:
                 break
             time.sleep(0.01)

@@ -14,7 +14,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from conftest import children, config_for
+from conftest import children, config_for, my_segments, process_alive
 
 NR = pl.dynamic("NR")
 W = 8
@@ -59,18 +59,6 @@ def _data(n, seed):
 
 
 # ------------------------------------------------------------------ processes, threads, segments
-def my_segments(pid=None) -> list:
-    prefix = f"tilecomm-{pid or os.getpid()}-"
-    return [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
-
-
-def process_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def process_exited(pid: int) -> bool:
