@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from multiprocessing.connection import wait as mp_wait
 from typing import Callable
 
-from . import cleanup, forking
+from . import cleanup, forking, messages
 
 __all__ = ["ForkLauncher", "Launcher"]
 
@@ -81,7 +81,7 @@ class ForkLauncher(Launcher):
         if rank >= len(self.workers):
             return                       # never started: a fork failed part way
         try:
-            self.workers[rank][1].send(msg)
+            messages.send(self.workers[rank][1], msg)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             pass
 
@@ -91,7 +91,7 @@ class ForkLauncher(Launcher):
         for conn in mp_wait(list(conns), timeout=timeout):
             rank = conns[conn]
             try:
-                out.append((rank, conn.recv()))
+                out.append((rank, messages.receive(conn)))
             except (EOFError, OSError):
                 out.append((rank, None))
         return out

@@ -1,7 +1,14 @@
 """Messages between the controller and the rank workers (over the launcher's
-channel, one per rank; pickled).  Exit codes of a worker process."""
+channel, one per rank).  Exit codes of a worker process.
+
+On the wire a message is the pickle of ``(tag, *fields)``: pickling the
+dataclass itself costs several times more (a class lookup by module path and
+the frozen ``__init__`` protocol on every load), and a dispatch is one
+message, so it is paid per dispatch.  ``send`` / ``receive`` are the only
+places that know this."""
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 
 # exit codes of a rank worker
@@ -64,3 +71,21 @@ class Failed:
 @dataclass(frozen=True)
 class Disconnected:
     """Not sent: what a worker's reader queues when the channel closes."""
+
+
+# ---------------------------------------------------------------- the wire
+_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed)
+_TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
+
+
+def send(conn, msg) -> None:
+    """Send a message over a ``multiprocessing`` connection."""
+    # a frozen dataclass without slots keeps its fields in __dict__, in order
+    conn.send_bytes(pickle.dumps((_TAG[type(msg)], *msg.__dict__.values()),
+                                 pickle.HIGHEST_PROTOCOL))
+
+
+def receive(conn):
+    """The next message from a connection (EOFError / OSError when it closed)."""
+    tag, *fields = pickle.loads(conn.recv_bytes())
+    return _KINDS[tag](*fields)

@@ -46,7 +46,7 @@ def worker_main(rank: int, ranks, conn) -> int:
         transport = ranks.transport.endpoint(rank, ranks.world)
     except UserError as e:                  # out of descriptors or memory: say so, not just die
         text = f"{type(e).__name__}: {e}"
-        conn.send(M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
+        M.send(conn, M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
                            type(e).__name__, e.code, None))
         return M.EXIT_FAILED
     hosts = HostSegments()
@@ -57,7 +57,7 @@ def worker_main(rank: int, ranks, conn) -> int:
         # drains the channel continuously so the controller never blocks sending
         while True:
             try:
-                msg = conn.recv()
+                msg = M.receive(conn)
             except (EOFError, OSError):
                 inbox.put(M.Disconnected())
                 return
@@ -85,7 +85,7 @@ def worker_main(rank: int, ranks, conn) -> int:
         finished = isinstance(msg, M.EndRun)
         if finished:
             control.set_state(rank, C.FINISHED)
-            conn.send(M.Done(rank))
+            M.send(conn, M.Done(rank))
             transport.end_run()             # unmap this run's segments (being unlinked)
             hosts.close()
             continue
@@ -105,7 +105,7 @@ def worker_main(rank: int, ranks, conn) -> int:
         except BaseException as e:                       # report, then stop this rank
             control.set_state(rank, C.FAILED)
             summary, text, (etype, code, span) = format_failure(e, image, msg.loc)
-            conn.send(M.Failed(rank, fname, summary, text, etype, code, span))
+            M.send(conn, M.Failed(rank, fname, summary, text, etype, code, span))
             return M.EXIT_FAILED
         # publish progress for host-tensor dependencies of other ranks
         control.publish_done(rank, msg.seq)

@@ -1,0 +1,52 @@
+"""The controller <-> worker wire: every message kind crosses a real pipe and
+arrives equal, with its type."""
+import dataclasses
+from multiprocessing.connection import Pipe
+
+import pytest
+
+from tilecomm.errors import Span
+from tilecomm.runtime import messages as M
+
+SAMPLES = [
+    M.LoadImage(image=("an image", 3)),
+    M.Dispatch(image_key=7, fname="chip", seq=2, args=(1, 2.5, "x", (3, 4)), deps=((1, 1),),
+               loc=11),
+    M.EndRun(),
+    M.Shutdown(),
+    M.Done(rank=3),
+    M.Failed(rank=1, fname="chip", summary="ValueError: bad", text="Traceback ...",
+             error_type="ValueError", error_code="TC503", span=Span("p.py", 4, 5, "f")),
+]
+
+
+def _message_classes():
+    return {c for c in vars(M).values()
+            if isinstance(c, type) and dataclasses.is_dataclass(c) and c is not M.Disconnected}
+
+
+def test_samples_cover_every_message_kind():
+    assert {type(m) for m in SAMPLES} == _message_classes()
+
+
+@pytest.mark.parametrize("msg", SAMPLES, ids=lambda m: type(m).__name__)
+def test_message_crosses_a_pipe_unchanged(msg):
+    a, b = Pipe(duplex=True)
+    try:
+        M.send(a, msg)
+        got = M.receive(b)
+    finally:
+        a.close()
+        b.close()
+    assert type(got) is type(msg)
+    assert got == msg
+
+
+def test_a_closed_channel_is_eof():
+    a, b = Pipe(duplex=True)
+    a.close()
+    try:
+        with pytest.raises(EOFError):
+            M.receive(b)
+    finally:
+        b.close()
