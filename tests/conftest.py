@@ -2,6 +2,7 @@
 import gc
 import os
 import threading
+import time
 
 import pytest
 
@@ -76,6 +77,31 @@ def children(pid=None) -> set:
         except OSError:
             pass                        # that thread exited while listing
     return kids
+
+
+def signal_a_rank_during(call, n: int, sig, pick=min):
+    """Run ``call()`` while a thread waits for its ``n`` rank processes to
+    appear, lets them settle into their waits, and sends ``sig`` to the rank
+    ``pick`` chooses among their pids.  Returns what ``call`` raised."""
+    before = children()
+
+    def sender():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(children() - before) < n:
+            time.sleep(0.005)
+        time.sleep(0.2)
+        ranks = children() - before
+        if ranks:
+            os.kill(pick(ranks), sig)
+
+    th = threading.Thread(target=sender)
+    th.start()
+    try:
+        with pytest.raises(BaseException) as ei:
+            call()
+    finally:
+        th.join()
+    return ei.value
 
 
 

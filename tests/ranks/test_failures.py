@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import failure_programs as F
-from conftest import children, my_segments, process_alive
+from conftest import children, my_segments, process_alive, signal_a_rank_during
 from tilecomm.errors import DeadlockError, RankFailure
 from tilecomm.runtime.messages import EXIT_ABORTED, EXIT_FAILED
 
@@ -165,25 +165,10 @@ def test_a_killed_rank_aborts_the_others_too():
     n = 3
     cfg = F.config(n, deadlock_timeout_s=60)
     F.block_main.compile(F.outputs(n), config=cfg)
-    before = children(os.getpid())
-
-    def killer():
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(children(os.getpid()) - before) < n:
-            time.sleep(0.005)
-        time.sleep(0.2)
-        workers = sorted(children(os.getpid()) - before)
-        if workers:
-            os.kill(workers[0], signal.SIGKILL)
-
-    th = threading.Thread(target=killer)
-    th.start()
-    try:
-        with pytest.raises(RankFailure) as ei:
-            F.block_main(F.outputs(n), config=cfg)
-    finally:
-        th.join()
-    codes = ei.value.exit_codes
+    err = signal_a_rank_during(lambda: F.block_main(F.outputs(n), config=cfg), n,
+                               signal.SIGKILL)
+    assert isinstance(err, RankFailure), err
+    codes = err.exit_codes
     assert codes[0] == -signal.SIGKILL
     assert codes[1] == codes[2] == EXIT_ABORTED
     assert_clean()

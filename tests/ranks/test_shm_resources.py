@@ -10,8 +10,6 @@ import resource
 import signal
 import subprocess
 import sys
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -21,7 +19,7 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 import tilecomm.runtime.forking as forking_mod
 from tilecomm.errors import RankFailure, RuntimeFault
-from conftest import config_for
+from conftest import config_for, signal_a_rank_during
 
 FILE = os.path.abspath(__file__)
 HERE = os.path.dirname(FILE)
@@ -98,28 +96,16 @@ def test_a_rank_killed_by_sigbus_is_reported_with_a_hint():
     cfg = F.config(n, deadlock_timeout_s=60)
     F.block_main.compile(F.outputs(n), config=cfg)
     before = set(os.listdir(f"/proc/{os.getpid()}/task"))
-    kids = lambda: set(open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split())  # noqa: E731
-    start = kids()
-
-    def killer():
-        deadline = time.monotonic() + 10
-        while len(kids() - start) < n and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(0.2)
-        victims = sorted(kids() - start, key=int)
-        os.kill(int(victims[-1]), signal.SIGBUS)       # what touching an unbacked page does
-
     core = resource.getrlimit(resource.RLIMIT_CORE)
     resource.setrlimit(resource.RLIMIT_CORE, (0, core[1]))   # no core file from the victim
-    th = threading.Thread(target=killer)
-    th.start()
     try:
-        with pytest.raises(RankFailure) as ei:
-            F.block_main(F.outputs(n), config=cfg)
+        # what touching an unbacked page does
+        err = signal_a_rank_during(lambda: F.block_main(F.outputs(n), config=cfg), n,
+                                   signal.SIGBUS, pick=max)
     finally:
-        th.join()
         resource.setrlimit(resource.RLIMIT_CORE, core)
-    text = str(ei.value)
+    assert isinstance(err, RankFailure), err
+    text = str(err)
     assert "SIGBUS" in text and "hint:" in text and "/dev/shm" in text and "free now" in text
     assert set(os.listdir(f"/proc/{os.getpid()}/task")) == before
 
