@@ -120,6 +120,51 @@ def build_allreduce(nr: int, cols: int):
     return ar_main
 
 
+def build_host_allreduce(nr: int, cols: int):
+    """The HOST builtin form: the orchestrator loops over the collective, each
+    iteration one builtin dispatch per rank; kernels only stage in and out."""
+    @pl.jit.incore
+    def stage_kernel(x: pl.Tensor[[1, cols], pl.FP32],
+                     data: pl.InOut[pld.DistributedTensor[[1, cols], pl.FP32]]):
+        pl.store(pl.load(x, [0, 0], [1, cols]), [0, 0], data)
+
+    @pl.jit
+    def stage_chip(x: pl.Tensor[[1, cols], pl.FP32],
+                   data: pl.InOut[pld.DistributedTensor[[1, cols], pl.FP32]]):
+        stage_kernel(x, data)
+
+    @pl.jit.incore
+    def unstage_kernel(y: pl.Out[pl.Tensor[[1, cols], pl.FP32]],
+                       data: pl.InOut[pld.DistributedTensor[[1, cols], pl.FP32]]
+                       ) -> pl.Tensor[[1, cols], pl.FP32]:
+        y = pl.store(pl.load(data, [0, 0], [1, cols]), [0, 0], y)
+        return y
+
+    @pl.jit
+    def unstage_chip(y: pl.Out[pl.Tensor[[1, cols], pl.FP32]],
+                     data: pl.InOut[pld.DistributedTensor[[1, cols], pl.FP32]]):
+        return unstage_kernel(y, data)
+
+    @pl.jit.host
+    def har_main(xs: pl.Tensor[[nr, 1, cols], pl.FP32],
+                 ys: pl.Out[pl.Tensor[[nr, 1, cols], pl.FP32]],
+                 n: pl.Scalar[pl.INT32]):
+        buf = pld.alloc_window_buffer([1, cols], dtype=pl.FP32)
+        sig_buf = pld.alloc_window_buffer([nr], dtype=pl.INT32)
+        data = pld.window(buf, [1, cols], dtype=pl.FP32)
+        sig = pld.window(sig_buf, [nr], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            stage_chip(xs[r], pld.window(buf, [1, cols], dtype=pl.FP32), device=r)
+        data = pld.tensor.allreduce(data, sig, op=pld.ReduceOp.Sum)
+        for i in pl.range(n):
+            data = pld.tensor.allreduce(data, sig, op=pld.ReduceOp.Sum)
+        for r in pl.range(pld.world_size()):
+            unstage_chip(ys[r], pld.window(buf, [1, cols], dtype=pl.FP32), device=r)
+        return ys
+
+    return har_main
+
+
 def build_allgather(nr: int, cols: int):
     @pl.jit.incore
     def ag_kernel(x: pl.Tensor[[1, cols], pl.FP32],
@@ -225,6 +270,7 @@ class Figure:
     nbytes: int             # per rank: allreduce data, allgather chunk, all_to_all input
     n: int                  # loop iterations, tilecomm and anchors alike
     target: str = "info"    # how the row is judged; see judge()
+    form: str = "incore"    # incore: composite in a kernel loop; host: HOST builtin
     tc: object = None       # seconds per collective, or a string saying why not
     anchors: dict = field(default_factory=dict)   # column -> seconds or string
 
@@ -244,12 +290,13 @@ class Figure:
                 "alltoall": "all_to_all FP32"}[self.section]
         per = {"allreduce": "", "allgather": " chunk per rank",
                "alltoall": " per rank in total"}[self.section]
-        return f"{what} {fmt_bytes(self.nbytes)}{per}, {self.nr} ranks (N = {self.n})"
+        how = ", HOST builtin (the orchestrator loops)" if self.form == "host" else ""
+        return f"{what} {fmt_bytes(self.nbytes)}{per}, {self.nr} ranks{how} (N = {self.n})"
 
 
 def figures(args) -> list:
     q = args.quick
-    # (section, ranks, bytes, N full, N quick, target)
+    # (section, ranks, bytes, N full, N quick, target[, form])
     table = [
         ("allreduce", 2, 8, 20_000, 4_000, "ompi3x"),
         ("allreduce", 2, 4 * KiB, 10_000, 2_000, "info"),
@@ -257,13 +304,16 @@ def figures(args) -> list:
         ("allreduce", 2, 16 * MiB, 40, 10, "fastest"),
         ("allreduce", 4, 8, 5_000, 1_000, "abs50us"),
         ("allreduce", 4, MiB, 200, 40, "info"),
+        # every HOST iteration is a dispatch per rank: fewer of them
+        ("allreduce", 2, 8, 2_000, 300, "info", "host"),
+        ("allreduce", 2, MiB, 300, 60, "info", "host"),
     ]
     for sec in ("allgather", "alltoall"):
         table += [(sec, 2, 64 * KiB, 2_000, 400, "info"),
                   (sec, 2, MiB, 300, 60, "info"),
                   (sec, 2, 4 * MiB, 80, 15, "info")]
     out = []
-    for sec, nr, nbytes, n_full, n_quick, target in table:
+    for sec, nr, nbytes, n_full, n_quick, target, *form in table:
         if args.only and sec not in args.only:
             continue
         n = n_quick if q else n_full
@@ -272,14 +322,15 @@ def figures(args) -> list:
             # by a thread: ~100x the latency of shm and ~1/8 of its bandwidth,
             # so fewer iterations give the same run time
             n = max(3, n // (20 if nbytes < 64 * KiB else 5))
-        out.append(Figure(sec, nr, nbytes, n, target))
+        out.append(Figure(sec, nr, nbytes, n, target, *form))
     return out
 
 
 # =========================================================================== tilecomm timing
-BUILDERS = {"allreduce": (build_allreduce, allreduce_case),
-            "allgather": (build_allgather, allgather_case),
-            "alltoall": (build_alltoall, alltoall_case)}
+BUILDERS = {("allreduce", "incore"): (build_allreduce, allreduce_case),
+            ("allreduce", "host"): (build_host_allreduce, allreduce_case),
+            ("allgather", "incore"): (build_allgather, allgather_case),
+            ("alltoall", "incore"): (build_alltoall, alltoall_case)}
 
 
 def check(got, want, fig: Figure, k: int):
@@ -291,7 +342,7 @@ def check(got, want, fig: Figure, k: int):
 
 def time_tilecomm(fig: Figure, repeats: int):
     """(t_N - t_0) / N on a prepared worker, best of interleaved repeats."""
-    build, case = BUILDERS[fig.section]
+    build, case = BUILDERS[fig.section, fig.form]
     main = build(fig.nr, fig.cols)
     tensors, ys, expected = case(fig.nr, fig.cols)
     cfg = config(fig.nr)
@@ -533,7 +584,8 @@ def run_anchor(anchor: Anchor, figs: list, repeats: int, timeout: float) -> None
         with open(script, "w") as f:
             f.write(GLOO_SCRIPT if anchor.column == "gloo" else MPI_SCRIPT)
         for nr in sorted({f.nr for f in figs}):
-            group = [f for f in figs if f.nr == nr]
+            # a HOST-form row shares the anchor of its in-kernel twin
+            group = [f for f in figs if f.nr == nr and f.form == "incore"]
             jobs = json.dumps([{"op": OP_NAMES[f.section], "nbytes": f.nbytes, "n": f.n,
                                 "repeats": repeats} for f in group])
             if anchor.column == "gloo":
@@ -550,6 +602,10 @@ def run_anchor(anchor: Anchor, figs: list, repeats: int, timeout: float) -> None
                 f"(busy-loop probe {probe:.2f} cores)")
             for i, fig in enumerate(group):
                 fig.anchors[anchor.column] = res[i] if isinstance(res, list) else res
+                for twin in figs:
+                    if twin.form != "incore" and (twin.section, twin.nr, twin.nbytes) == \
+                            (fig.section, fig.nr, fig.nbytes):
+                        twin.anchors[anchor.column] = fig.anchors[anchor.column]
 
 
 # =========================================================================== report
