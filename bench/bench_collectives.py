@@ -43,6 +43,7 @@ how many cores a spinning process per core really gets (nproc when idle).
 # Tensor[[1, cols], ...] must be evaluated at definition time so the
 # factory's closure variables are captured.
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -688,7 +689,8 @@ def parse_args(argv=None):
                     help="the transport the tilecomm rows run on (default shm)")
     ap.add_argument("--mpi-python", action="append", default=[], metavar="PYTHON",
                     help="a Python with mpi4py whose mpiexec sits next to it (repeatable; "
-                         "default $TILECOMM_BENCH_MPI_PYTHON, os.pathsep-separated)")
+                         "default $TILECOMM_BENCH_MPI_PYTHON, os.pathsep-separated, else this "
+                         "interpreter if it has mpi4py)")
     ap.add_argument("--torch-python", metavar="PYTHON",
                     help="a Python with torch for the gloo anchor (default "
                          "$TILECOMM_BENCH_TORCH_PYTHON, else this interpreter)")
@@ -698,6 +700,8 @@ def parse_args(argv=None):
     if not args.mpi_python:
         args.mpi_python = [p for p in os.environ.get("TILECOMM_BENCH_MPI_PYTHON", "")
                            .split(os.pathsep) if p]
+    if not args.mpi_python and importlib.util.find_spec("mpi4py") is not None:
+        args.mpi_python = [sys.executable]
     if not args.torch_python:
         args.torch_python = os.environ.get("TILECOMM_BENCH_TORCH_PYTHON") or sys.executable
     args.repeats = 3 if args.quick else 5
@@ -756,9 +760,12 @@ def main(argv=None) -> int:
             run_anchor(a, figs, args.repeats, args.anchor_timeout)
         for c in columns:
             if not any(a.column == c for a in found):
-                why = missing.get(c) or (missing.get("MPI") if c != "gloo" else None)
-                hint = "--torch-python" if c == "gloo" else "--mpi-python"
-                text = f"not run ({why})" if why else f"not run (no {hint} for {c})"
+                if c == "gloo":
+                    text = f"not run ({missing['gloo']})"
+                elif "MPI" in missing:          # which MPI a broken interpreter meant is unknown
+                    text = f"not run (no working --mpi-python for {c}; {missing['MPI']})"
+                else:
+                    text = f"not run (no --mpi-python for {c})"
                 for f in figs:
                     f.anchors[c] = text
     total = time.perf_counter() - start
