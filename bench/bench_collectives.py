@@ -28,9 +28,11 @@ Staging, the one untimed-by-difference collective that faults the fresh
 windows in, copying results out and dispatch all cancel.  Every call's results
 are checked against numpy.  MPI: one `mpiexec` per implementation and rank
 count runs every figure: a warm-up, Barrier, N calls timed with MPI.Wtime,
-the slowest rank's time, best of the same number of repeats.  gloo: the same
-loop in torch.multiprocessing ranks (one intra-op thread each, as each MPI
-rank has).  Both anchors use the same sizes and N as the tilecomm row.
+the slowest rank's time, best of the same number of repeats.  gloo (beside
+allreduce only): the same loop in torch.multiprocessing ranks (one intra-op
+thread each, as each MPI rank has).  Both anchors use the same sizes and N as
+the tilecomm row, unless N calls x repeats would exceed a time budget (4 s;
+1.5 s with --quick): then the cell says which N it ran.
 
 Bandwidth is the nccl-tests "algorithm bandwidth": allreduce S / t,
 allgather NR*S / t (the gathered tensor), all_to_all S / t, where S is the
@@ -274,6 +276,7 @@ class Figure:
     form: str = "incore"    # incore: composite in a kernel loop; host: HOST builtin
     tc: object = None       # seconds per collective, or a string saying why not
     anchors: dict = field(default_factory=dict)   # column -> seconds or string
+    anchor_n: dict = field(default_factory=dict)  # column -> iterations it ran
 
     @property
     def cols(self) -> int:
@@ -415,8 +418,15 @@ MPI_SCRIPT = textwrap.dedent('''
             recv = np.empty_like(send)
             call = lambda: comm.Alltoall(send, recv)
             want = np.repeat(np.arange(nr, dtype=np.float32) * 100 + me, per)
-        for _ in range(max(3, min(n, 200) // 10)):
+        call()
+        warm = max(3, min(n, 200) // 10)
+        t0 = MPI.Wtime()
+        for _ in range(warm):
             call()
+        # every rank must run the same count: agree on the slowest estimate
+        est = comm.allreduce((MPI.Wtime() - t0) / warm, op=MPI.MAX)
+        if est * n * repeats > job["budget"]:
+            n = max(10, int(job["budget"] / (est * repeats)))
         ok = bool(np.array_equal(recv, want))
         best = float("inf")
         for _ in range(repeats):
@@ -427,7 +437,7 @@ MPI_SCRIPT = textwrap.dedent('''
             t = comm.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
             best = min(best, t / n)
         ok = comm.allreduce(ok, op=MPI.LAND)
-        results.append(best if ok else "wrong result")
+        results.append([best, n] if ok else "wrong result")
     if me == 0:
         print("RESULT " + json.dumps(results), flush=True)
 ''')
@@ -458,8 +468,16 @@ GLOO_SCRIPT = textwrap.dedent('''
             call = lambda: dist.all_to_all_single(recv, send)
             check = lambda: torch.equal(recv, (torch.arange(nr).float() * 100 + me)
                                         .repeat_interleave(per))
-        for _ in range(max(3, min(n, 200) // 10)):
+        call()
+        warm = max(3, min(n, 200) // 10)
+        t0 = time.perf_counter()
+        for _ in range(warm):
             call()
+        # every rank must run the same count: agree on the slowest estimate
+        est = torch.tensor([(time.perf_counter() - t0) / warm], dtype=torch.float64)
+        dist.all_reduce(est, op=dist.ReduceOp.MAX)
+        if est.item() * n * repeats > job["budget"]:
+            n = max(10, int(job["budget"] / (est.item() * repeats)))
         ok = check()
         best = float("inf")
         for _ in range(repeats):
@@ -470,7 +488,7 @@ GLOO_SCRIPT = textwrap.dedent('''
             t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             best = min(best, t.item() / n)
-        return best if ok else "wrong result"
+        return [best, n] if ok else "wrong result"
 
     def rank_main(me, nr, init, jobs, out):
         torch.set_num_threads(1)
@@ -579,16 +597,20 @@ def run_script(argv: list, timeout: float):
     return f"failed: {why.strip()[:120]}"
 
 
-def run_anchor(anchor: Anchor, figs: list, repeats: int, timeout: float) -> None:
+def run_anchor(anchor: Anchor, figs: list, repeats: int, budget: float, timeout: float) -> None:
     with tempfile.TemporaryDirectory(prefix="tilecomm-bench-") as tmp:
         script = os.path.join(tmp, "anchor.py")
         with open(script, "w") as f:
             f.write(GLOO_SCRIPT if anchor.column == "gloo" else MPI_SCRIPT)
         for nr in sorted({f.nr for f in figs}):
-            # a HOST-form row shares the anchor of its in-kernel twin
-            group = [f for f in figs if f.nr == nr and f.form == "incore"]
+            # a HOST-form row shares the anchor of its in-kernel twin; gloo
+            # stands beside allreduce only
+            group = [f for f in figs if f.nr == nr and f.form == "incore"
+                     and (anchor.column != "gloo" or f.section == "allreduce")]
+            if not group:
+                continue
             jobs = json.dumps([{"op": OP_NAMES[f.section], "nbytes": f.nbytes, "n": f.n,
-                                "repeats": repeats} for f in group])
+                                "repeats": repeats, "budget": budget} for f in group])
             if anchor.column == "gloo":
                 argv = [anchor.python, script, str(nr), jobs, tmp]
             else:
@@ -602,11 +624,20 @@ def run_anchor(anchor: Anchor, figs: list, repeats: int, timeout: float) -> None
             log(f"{anchor.column} {nr} ranks: {time.perf_counter() - t0:.1f} s "
                 f"(busy-loop probe {probe:.2f} cores)")
             for i, fig in enumerate(group):
-                fig.anchors[anchor.column] = res[i] if isinstance(res, list) else res
+                r = res[i] if isinstance(res, list) else res
+                if isinstance(r, list):         # [seconds per call, iterations run]
+                    fig.anchors[anchor.column] = r[0]
+                    if r[1] != fig.n:
+                        fig.anchor_n[anchor.column] = r[1]
+                else:
+                    fig.anchors[anchor.column] = r
                 for twin in figs:
                     if twin.form != "incore" and (twin.section, twin.nr, twin.nbytes) == \
                             (fig.section, fig.nr, fig.nbytes):
                         twin.anchors[anchor.column] = fig.anchors[anchor.column]
+                        twin.anchor_n.update(fig.anchor_n)
+        for fig in figs:
+            fig.anchors.setdefault(anchor.column, "— (allreduce only)")
 
 
 # =========================================================================== report
@@ -626,12 +657,14 @@ def fmt_bytes(n: int) -> str:
     return f"{n} B" if n < KiB else fmt_size(n)
 
 
-def cell(fig: Figure, value) -> str:
+def cell(fig: Figure, value, n=None) -> str:
     if not isinstance(value, float):
         return str(value).replace("|", "\\|")
     text = fmt_us(value)
     if fig.nbytes >= 64 * KiB:
         text += f" · {fig.moved / value / 1e9:.2f} GB/s"
+    if n is not None:
+        text += f" (N = {n}: time budget)"
     return text
 
 
@@ -674,7 +707,7 @@ def print_table(figs: list, columns: list) -> None:
     print("| figure | tilecomm | " + " | ".join(columns) + " | target (DESIGN §4) | result |")
     print("|---|---|" + "---|" * len(columns) + "---|---|")
     for fig in figs:
-        anchors = [cell(fig, fig.anchors.get(c, "—")) for c in columns]
+        anchors = [cell(fig, fig.anchors.get(c, "—"), fig.anchor_n.get(c)) for c in columns]
         print(f"| {fig.label()} | {cell(fig, fig.tc)} | " + " | ".join(anchors)
               + f" | {TARGETS[fig.target]} | {judge(fig)} |")
 
@@ -706,6 +739,10 @@ def parse_args(argv=None):
         args.torch_python = os.environ.get("TILECOMM_BENCH_TORCH_PYTHON") or sys.executable
     args.repeats = 3 if args.quick else 5
     args.anchor_timeout = 120 if args.quick else 600
+    # an anchor whose N calls x repeats would take longer than this runs fewer
+    # (gloo's small allreduces take ~0.5 ms here: 20 000 of them, 5 times, are
+    # a minute spent on a figure ~100x off the others)
+    args.anchor_budget = 1.5 if args.quick else 4.0
     return args
 
 
@@ -757,7 +794,7 @@ def main(argv=None) -> int:
         columns += [a.column for a in found if a.column not in columns]
         for a in found:
             log(f"anchor {a.column}: {a.version} ({a.python})")
-            run_anchor(a, figs, args.repeats, args.anchor_timeout)
+            run_anchor(a, figs, args.repeats, args.anchor_budget, args.anchor_timeout)
         for c in columns:
             if not any(a.column == c for a in found):
                 if c == "gloo":
