@@ -46,6 +46,16 @@ def arg_type(x, name):
     return TensorType(tuple(int(d) for d in a.shape), dt)
 
 
+def _notify_sources(notifiers: dict) -> str:
+    """{device: function names} as "step (ranks 0, 1), relay (rank 2)"."""
+    by_fn: dict = {}
+    for d, names in sorted(notifiers.items()):
+        for f in sorted(names):
+            by_fn.setdefault(f, []).append(d)
+    return ", ".join(f"{f} (rank{'s' if len(ds) > 1 else ''} {', '.join(map(str, ds))})"
+                     for f, ds in by_fn.items())
+
+
 def make_executable(prog, facts, lowered, config) -> Executable:
     """Package verified IR and its lowering as the runtime's plain data."""
     functions = {name: FunctionInfo(name, fn.py_name, fn.kind)
@@ -60,6 +70,8 @@ def make_executable(prog, facts, lowered, config) -> Executable:
     image = KernelImage(source=lowered.source, filename=lowered.filename,
                         linemap=lowered.linemap, spans=prog.spans,
                         func_names=list(prog.functions), param_shapes=param_shapes,
+                        notify_sources={b.id: _notify_sources(b.notifiers) for b in buffers
+                                        if b.notifiers},
                         namespace=lowered.namespace)
     directions = {
         name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]

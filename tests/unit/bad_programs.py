@@ -854,3 +854,66 @@ def host_float_index(xs: XS, ys: YS):
         ok_chip(xs[r / 1], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),  # E:TC102
                 pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
     return ys
+
+
+# ---------------------------------------------------------------- collectives
+@pl.jit.incore
+def k_reduce_scatter_max(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.reduce_scatter(win, sig, op=pld.ReduceOp.Max)  # E:TC219
+
+
+@pl.jit.incore
+def k_allreduce_ring_mesh_signal(x: X, y: Y, win: WIN, sig: SIG):
+    win = pld.tensor.allreduce(win, sig, mode="ring")  # E:TC220
+
+
+@pl.jit.incore
+def k_broadcast_same_buffer(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.broadcast(sig, sig, root=0)  # E:TC221
+
+
+@pl.jit.incore
+def k_allreduce_core_num(x: X, y: Y, win: WIN, sig: SIG):
+    win = pld.tensor.allreduce(win, sig, core_num=2)  # E:TC222
+
+
+@pl.jit.incore
+def k_broadcast_negative_root(x: X, y: Y, win: WIN, sig: SIG):
+    win = pld.tensor.broadcast(win, sig, root=-1)  # E:TC224
+
+
+@pl.jit.incore
+def k_allreduce_no_signal(x: X, y: Y, win: WIN, sig: SIG):
+    win = pld.tensor.allreduce(win)  # E:TC312
+
+
+@pl.jit.incore
+def k_all_to_all_window_input(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.all_to_all(win, win, sig)  # E:TC102
+
+
+@pl.jit.incore
+def k_allgather_two_rows(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.allgather(x, win, sig)  # E:TC208
+
+
+@pl.jit.incore
+def k_all_to_all_v_float_counts(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.all_to_all_v(x, win, sig, x, sig)  # E:TC204
+
+
+@pl.jit.incore
+def k_barrier_fp32(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.barrier(win)  # E:TC204
+
+
+@pl.jit.host
+def host_synthesized_signal_in_loop(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
+                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    for i in pl.range(2):
+        pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32))  # E:TC311
+    return ys

@@ -252,6 +252,24 @@ CASES = [
     (B.host_device_loop_too_long, "TC212", VALUE, "device=^r", ["0..2", "2 rank(s)"]),
     (B.chip_kernel_device, "TC308", TYPE, "device=", ["device=", "InCore kernel"]),
     (B.host_incore_device, "TC308", TYPE, "device=", ["device=", "InCore kernel"]),
+    # collectives
+    (B.k_reduce_scatter_max, "TC219", VALUE, "pld.ReduceOp.Max", ["must be ReduceOp.Sum",
+                                                                  "ReduceOp.Max"]),
+    (B.k_allreduce_ring_mesh_signal, "TC220", VALUE, "sig,", ["ring", "[2*(NR-1), NR]",
+                                                              "[2, 1]"]),
+    (B.k_broadcast_same_buffer, "TC221", VALUE, "sig, root", ["target and signal",
+                                                              "different buffers"]),
+    (B.k_allreduce_core_num, "TC222", VALUE, "2)", ["core_num > 1", "HOST orchestrator"]),
+    (B.k_broadcast_negative_root, "TC224", VALUE, "-1", ["non-negative", "got -1"]),
+    (B.k_allreduce_no_signal, "TC312", TYPE, "win)", ["requires an explicit signal"]),
+    (B.k_all_to_all_window_input, "TC102", TYPE, "win, win", ["input must be a plain Tensor",
+                                                              "got DistributedTensor"]),
+    (B.k_allgather_two_rows, "TC208", VALUE, "x, win", ["[1, SIZE]", "got first dim 2"]),
+    (B.k_all_to_all_v_float_counts, "TC204", TYPE, "x, sig)", ["send_counts must be INT32",
+                                                               "got FP32"]),
+    (B.k_barrier_fp32, "TC204", TYPE, "win)", ["INT32 window", "got FP32"]),
+    (B.host_synthesized_signal_in_loop, "TC311", VALUE, "pld.tensor.allreduce(",
+     ["without a signal", "for/while loop"]),
 ]
 
 WINDOW_DTYPE = {B.k_atomic_int64: pl.INT64, B.k_atomic_fp64: pl.FP64, B.k_atomic_bf16: pl.BF16}

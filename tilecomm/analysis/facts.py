@@ -29,9 +29,21 @@ class BufferFacts:
 
 
 @dataclass
+class HostCollective:
+    """A ``pld.tensor.*`` call in a HOST orchestrator and the comm domain it
+    runs on (the devices its operands' views are dispatched to; all devices
+    when none of them is)."""
+
+    call: N.Call
+    operands: dict            # parameter name -> BufferRecord
+    domain: frozenset
+
+
+@dataclass
 class ProgramFacts:
     notifies: dict            # FunctionIR -> frozenset of parameter indices
     buffers: dict             # BufferRecord -> BufferFacts
+    host_collectives: list = field(default_factory=list)
 
     def buffer(self, buf) -> BufferFacts:
         return self.buffers[buf]
@@ -98,4 +110,29 @@ def compute_facts(prog: N.ProgramIR) -> ProgramFacts:
                     if j in notifies.get(e.func, ()):
                         for d in devices:
                             f.notifiers.setdefault(d, set()).add(e.func.py_name)
-    return ProgramFacts(notifies=notifies, buffers=buffers)
+    collectives = _host_collectives(prog, buffers)
+    return ProgramFacts(notifies=notifies, buffers=buffers, host_collectives=collectives)
+
+
+def _host_collectives(prog, buffers) -> list:
+    """A HOST collective runs on every member of its operands' domain: it counts
+    as a dispatch of each operand to those devices (a synthesized signal,
+    dispatched nowhere else, joins the domain of the data it serves)."""
+    out = []
+    for fn in prog.functions.values():
+        if fn.kind != HOST:
+            continue
+        for e in walk.exprs(fn.body):
+            if not (isinstance(e, N.Call) and e.record.collective):
+                continue
+            ops = {k: b for k, a in e.args.items()
+                   if (b := _buffer_of(a)) is not None and b in buffers}
+            domain = frozenset().union(*(buffers[b].devices for b in ops.values()))
+            out.append(HostCollective(e, ops, domain or frozenset(range(prog.world))))
+    for hc in out:
+        for b in hc.operands.values():
+            f = buffers[b]
+            f.dispatches += 1
+            if not f.devices:
+                f.devices = hc.domain
+    return out

@@ -15,6 +15,7 @@ from ..ir import forms as control
 from ..ir.functions import KernelFunction
 from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
 from ..ops.check import CallCheck, SkipCheck, const_value, describe
+from ..ops import pld_ops
 from ..ops.registry import OpStub
 from . import source as source_mod
 from .common import _err
@@ -89,7 +90,9 @@ class CallParsing:
             raise _err(ProgramSyntaxError, f"{record.name}() can only be called in {allowed}; "
                        f"here it is used in {KIND_NAMES[self.kind]}", span, "TC301",
                        hint=record.hint_outside(self.kind))
-        extra = {}
+        # where the call sits, for rules that depend on it (HOST collectives)
+        extra = {"in_loop": bool(self.yield_stack),
+                 "statement_call": node is self._statement_call}
         if record.declares_buffer:
             lhs, self._alloc_target = self._alloc_target, None
             if lhs is None:
@@ -108,7 +111,35 @@ class CallParsing:
             extra["const"] = record.value(self.b.world)
         if record.declares_buffer and t is not ANY:
             t = self._declare_buffer(extra, span)
+        synth = extra.pop("synthesize", None)
+        if synth is not None and t is not ANY:
+            args = dict(args)
+            args[synth[0]] = self._synthesized_window(record, *synth, span)
         return N.Call(t, span, record, args, extra)
+
+    def _synthesized_window(self, record, param, shape, dtype, span):
+        """A window operand the rule asked for (the HOST allreduce's omitted
+        signal): a buffer of its own, allocated where the call runs, so every
+        execution of the call gets a fresh zero-filled one."""
+        base = f"{record.name.rsplit('.', 1)[-1]}_{param}_line{span.line}"
+        name, k = base, 1
+        while name in self.b.buffer_names:
+            k += 1
+            name = f"{base}_{k}"
+        nbytes = numel(shape) * dtype.get_byte()
+        buf = N.BufferRecord(name=name, id=len(self.b.buffers), span=span, nbytes=nbytes)
+        self.b.buffers.append(buf)
+        self.b.buffer_names[name] = buf
+        alloc = pld_ops.alloc_window_buffer.record
+        handle = N.Call(PtrType(buffer=buf), span, alloc,
+                        {"size": self._const(nbytes, span), "dtype": self._const(None, span),
+                         "name": self._const("", span)},
+                        {"buffer": buf, "lhs": name, "nbytes": nbytes})
+        dims = [self._const(d, span) for d in shape]
+        return N.Call(TensorType(tuple(shape), dtype, dist=True, origin=buf), span,
+                      pld_ops.window.record,
+                      {"buf": handle, "shape": N.ListExpr(ANY, span, dims),
+                       "dtype": self._const(dtype, span)}, {})
 
     def _declare_buffer(self, extra, span):
         name = extra["lhs"]

@@ -47,6 +47,7 @@ class FunctionParser(CallParsing):
         self.const_vars: dict = {}               # names bound to a constant-valued op call
         self.yield_stack: list = []
         self._alloc_target = None
+        self._statement_call = None              # the call a statement consists of, if any
         self.returns: list = []
 
     # ---------------------------------------------------------------- errors
@@ -69,6 +70,9 @@ class FunctionParser(CallParsing):
         out = []
         for s in stmts:
             try:
+                value = getattr(s, "value", None)
+                self._statement_call = value if isinstance(value, ast.Call) and isinstance(
+                    s, (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return)) else None
                 handler = STMT.get(type(s))
                 if handler is None:
                     raise self.syntax(s, f"unsupported syntax: {type(s).__name__} statement",

@@ -51,6 +51,9 @@ class OpRecord:
     # the parameter whose signal cell the op writes (notify): the deadlock report
     # names the functions that could release a wait on that cell
     notifies: str | None = None
+    # a pld.tensor.* collective: its window operands form one comm domain, and
+    # in a HOST orchestrator it runs as one builtin dispatch per member rank
+    collective: bool = False
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -113,7 +116,7 @@ _RECORDS: dict[str, OpRecord] = {}
 
 def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), aliases=(),
        context_hint=None, compile_only=(), impl_renames=None, value=None,
-       declares_buffer=False, notifies=None):
+       declares_buffer=False, notifies=None, collective=False):
     """Declare a primitive from its stub function (signature + docstring).
 
     ``kernel`` implements it where ranks run it (orchestration and InCore
@@ -138,7 +141,8 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                        static=tuple(static), aliases=tuple(aliases),
                        context_hint=dict(context_hint or {}), compile_only=tuple(compile_only),
                        impl_renames=dict(impl_renames or {}), value=value,
-                       declares_buffer=declares_buffer, notifies=notifies)
+                       declares_buffer=declares_buffer, notifies=notifies,
+                       collective=collective)
         if name in _RECORDS:
             raise AssertionError(f"op {name} declared twice")
         _RECORDS[name] = rec

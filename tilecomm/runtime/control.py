@@ -16,6 +16,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import _native_core as native
 from ..transport.base import WaitHooks
 from ..transport.segments import Segment
@@ -42,6 +44,8 @@ class WaitRecord:
     func: int              # index of the running function in the image
     cols: int              # innermost extent of the window view (to unflatten index)
     ndim: int
+    coll: int = -1         # id of the collective the wait is part of (collectives.names)
+    gen: int = 0           # its barrier generation within the call
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,16 @@ class ControlPlane(ABC):
     @abstractmethod
     def publish_wait(self, rank: int, record: WaitRecord) -> None:
         """Record the wait, then mark the rank BLOCKED (in that order)."""
+
+    @abstractmethod
+    def enter_collective(self, rank: int, buffer_id: int) -> int:
+        """Rank ``rank`` enters one more collective call on that signal buffer;
+        returns its count of such calls in this run."""
+
+    @abstractmethod
+    def collective_count(self, rank: int, buffer_id: int) -> int:
+        """Rank ``rank``'s count of collective calls on that buffer (a count no
+        table holds reads as unbounded: no check may fail on it)."""
 
     @abstractmethod
     def publish_done(self, rank: int, seq: int) -> None:
@@ -101,18 +115,22 @@ class ControlPlane(ABC):
 
 # ---------------------------------------------------------------- shm block
 (STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, _SPARE, W_FUNC,
- W_COLS, W_NDIM) = range(13)
+ W_COLS, W_NDIM, W_COLL, W_GEN) = range(15)
 RECORD_SLOTS = 16
 HEADER_SLOTS = 16
+# per rank, how many collective calls it entered on each signal buffer (by
+# buffer id, for the first COUNTER_SLOTS buffers of a program): a collective
+# tells a peer's early credit from a leftover one with it
+COUNTER_SLOTS = 64
 ABORT = 0              # header slot: nonzero once the controller aborted the call
 SLOT = 8
 _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "expected"),
            (W_LOC, "loc"), (W_PEER, "peer"), (W_FUNC, "func"), (W_COLS, "cols"),
-           (W_NDIM, "ndim"))
+           (W_NDIM, "ndim"), (W_COLL, "coll"), (W_GEN, "gen"))
 
 
 def control_size(world: int) -> int:
-    return (HEADER_SLOTS + RECORD_SLOTS * world) * SLOT
+    return (HEADER_SLOTS + (RECORD_SLOTS + COUNTER_SLOTS) * world) * SLOT
 
 
 class ShmControlPlane(ControlPlane):
@@ -145,6 +163,23 @@ class ShmControlPlane(ControlPlane):
         self.set(rank, GEN, self._gen)
         self.set(rank, STATE, BLOCKED)   # seq_cst, after the record: see the module doc
 
+    def _counter_addr(self, rank: int, buffer_id: int) -> int:
+        return self.base + (HEADER_SLOTS + RECORD_SLOTS * self.world + COUNTER_SLOTS * rank
+                            + buffer_id) * SLOT
+
+    def enter_collective(self, rank, buffer_id):
+        if not 0 <= buffer_id < COUNTER_SLOTS:
+            return 0
+        addr = self._counter_addr(rank, buffer_id)
+        n = native.load_i64(addr) + 1      # only this rank writes its own counters
+        native.store_i64(addr, n)
+        return n
+
+    def collective_count(self, rank, buffer_id):
+        if not 0 <= buffer_id < COUNTER_SLOTS:
+            return 1 << 62
+        return native.load_i64(self._counter_addr(rank, buffer_id))
+
     def publish_done(self, rank, seq):
         # a seq_cst store that always wakes: waiters of dispatch progress are rare
         native.notify_i32(self.slot_addr(rank, DONE_SEQ), 1, seq, 0)
@@ -165,6 +200,9 @@ class ShmControlPlane(ControlPlane):
         for r in range(self.world):
             self.set(r, STATE, IDLE)
             self.set(r, DONE_SEQ, 0)
+        # windows are fresh per run, so are the counts of calls on them
+        start = (HEADER_SLOTS + RECORD_SLOTS * self.world) * SLOT
+        self.segment.ndarray(np.int64, (COUNTER_SLOTS * self.world,), start)[:] = 0
 
     def abort(self):
         native.store_i64(self.base + ABORT * SLOT, 1)

@@ -52,7 +52,7 @@ class KernelImage:
     the specialisation existed receives it pickled and compiles the source."""
 
     def __init__(self, *, source, filename, linemap, spans, func_names, param_shapes,
-                 namespace=None):
+                 notify_sources=None, namespace=None):
         self.key = next(_IMAGE_KEYS)
         self.source = source
         self.filename = filename
@@ -60,6 +60,9 @@ class KernelImage:
         self.spans = list(spans)
         self.func_names = list(func_names)
         self.param_shapes = param_shapes      # function -> per-parameter static shape or None
+        # window buffer id -> which functions hand-roll notifies into it, as text
+        # (a collective that finds its signal dirty names them)
+        self.notify_sources = dict(notify_sources or {})
         self._namespace = namespace
 
     def __getstate__(self):

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import RuntimeFault
 from ..ir.types import INOUT, OUT
+from .collective_calls import HostCollectives
 from .kernel_ops import KernelOps
 from .messages import Dispatch
 from .values import HostRef, WindowBuffer, WindowRef, address
@@ -43,7 +44,7 @@ class HostTensor:
         return lo + neg, lo + span + a.itemsize
 
 
-class HostRuntime(KernelOps):
+class HostRuntime(KernelOps, HostCollectives):
     def __init__(self, call):
         self.call = call
         self.world = call.world

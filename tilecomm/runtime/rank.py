@@ -15,6 +15,7 @@ from ..errors import RuntimeFault
 from ..transport.base import WaitHooks
 from ..transport.memops import check_atomic
 from . import control as C
+from .collective_calls import RankCollectives
 from .kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
 from .values import WindowView, make_tile
 
@@ -62,9 +63,10 @@ def _sendable(dtype, src, atomic):
     return src.astype(dtype, casting="same_kind")
 
 
-class RankContext(KernelOps):
+class RankContext(KernelOps, RankCollectives):
     def __init__(self, device: int, world: int, control, transport, config):
         self.device = device
+        self.image = None                # the program being run (set per dispatch)
         self.world = world
         self.control = control
         self.transport = transport
@@ -119,7 +121,11 @@ class RankContext(KernelOps):
         flat = int(np.ravel_multi_index(tuple(int(o) for o in offsets), signal.shape))
         record = C.WaitRecord(signal.buffer.id, flat, int(cmp), int(expected), _loc, -1,
                               self.func_id, signal.shape[-1], len(signal.shape))
-        self.transport.wait(cell, int(cmp), int(expected), _Blocked(self, record))
+        self._block_on(cell, int(cmp), int(expected), record)
+
+    def _block_on(self, cell, cmp: int, expected: int, record: C.WaitRecord) -> None:
+        """The blocking part of a wait, published for the monitor as ``record``."""
+        self.transport.wait(cell, cmp, expected, _Blocked(self, record))
 
     def _cell(self, view: WindowView, peer, offsets, op):
         p = self._peer(view, peer, op)

@@ -46,7 +46,7 @@ class WindowView:
     key under which the transport reaches the same bytes in a peer's copy."""
 
     __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "key",
-                 "cells", "peers")
+                 "cells", "peers", "plans")
 
     def __init__(self, buffer: WindowBuffer, shape, dtype, local: np.ndarray, rank: int):
         self.buffer = buffer
@@ -63,6 +63,8 @@ class WindowView:
         self.cells: dict = {}
         # the transport's handle of each member's copy, on first use
         self.peers: list = [None] * self.nranks
+        # what a collective resolved once for this view (cells, peer pieces)
+        self.plans: dict = {}
 
     def __repr__(self):
         return f"<window '{self.buffer.name}' {list(self.shape)} rank {self.rank}/{self.nranks}>"

@@ -16,6 +16,7 @@ from ..transport.base import WindowKey
 from . import control as C
 from . import messages as M
 from .arguments import HostSegments
+from .collective_calls import BUILTINS
 from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
 
@@ -94,12 +95,20 @@ def worker_main(rank: int, ranks, conn) -> int:
         image = images[msg.image_key]
         fname = msg.fname
         try:
-            rc.func_id = image.func_names.index(fname)
-            for dep_rank, dep_seq in msg.deps:
-                rc.wait_dispatch(dep_rank, dep_seq)
-            shapes = image.param_shapes[fname]
-            vals = [_materialize(a, rank, transport, hosts, s) for a, s in zip(msg.args, shapes)]
-            image.function(fname)(rc, *vals)
+            rc.image = image
+            builtin = BUILTINS.get(fname)
+            if builtin is not None:          # a HOST collective's share of this rank
+                rc.func_id = -1
+                vals = [_materialize(a, rank, transport, hosts, None) for a in msg.args]
+                builtin(rc, *vals, msg.loc, True)
+            else:
+                rc.func_id = image.func_names.index(fname)
+                for dep_rank, dep_seq in msg.deps:
+                    rc.wait_dispatch(dep_rank, dep_seq)
+                shapes = image.param_shapes[fname]
+                vals = [_materialize(a, rank, transport, hosts, s)
+                        for a, s in zip(msg.args, shapes)]
+                image.function(fname)(rc, *vals)
         except RankAborted:
             return M.EXIT_ABORTED
         except BaseException as e:                       # report, then stop this rank

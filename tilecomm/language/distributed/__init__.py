@@ -6,7 +6,7 @@ from types import SimpleNamespace as _NS
 
 from ...ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
 from ...ir.types import CommCtxType
-from ...ops import pld_ops as _ops
+from ...ops import collective_ops as _coll, pld_ops as _ops
 from ..typing import CommCtx, DistributedTensor
 
 system = _NS(__tilecomm_namespace__="pld.system", world_size=_ops.world_size,
@@ -14,7 +14,10 @@ system = _NS(__tilecomm_namespace__="pld.system", world_size=_ops.world_size,
              notify=_ops.notify, wait=_ops.wait)
 tensor = _NS(__tilecomm_namespace__="pld.tensor", alloc_window_buffer=_ops.alloc_window_buffer,
              window=_ops.window, remote_store=_ops.tensor_remote_store, put=_ops.put,
-             get=_ops.get)
+             get=_ops.get, allreduce=_coll.allreduce, barrier=_coll.barrier,
+             broadcast=_coll.broadcast, allgather=_coll.allgather,
+             reduce_scatter=_coll.reduce_scatter, all_to_all=_coll.all_to_all,
+             all_to_all_v=_coll.all_to_all_v)
 tile = _NS(__tilecomm_namespace__="pld.tile", remote_load=_ops.remote_load,
            remote_store=_ops.remote_store)
 

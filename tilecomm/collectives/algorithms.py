@@ -1,0 +1,341 @@
+"""The collectives, as one rank runs them.
+
+Each function takes the rank (a ``protocol.RankLink``), window views and
+plain arrays, and the span id of the call (``loc``: where a blocked rank is
+reported).  What each call costs on the hot path is resolved once per call
+site and view and cached on the view (``WindowView.plans``): signal cell
+handles, and where peer memory is mapped, the array views of every piece.
+
+Allreduce (mesh and ring) is a reduce-scatter followed by an all-gather done
+in place: after the ready barrier, rank r alone reads slice r of every
+member's copy, reduces it (in rank order 0..N-1, so every element is
+computed once and identically everywhere) and writes the result into slice
+r of every copy.  No other rank reads or writes slice r in between, so no
+barrier is needed between reading and writing; the second barrier tells
+every rank that every slice has landed.  Every element is read once and
+written once per member -- the least memory traffic an allreduce can have.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RuntimeFault
+from ..transport.base import NOTIFY_SET
+from .data import CHUNK_BYTES, FlatWindow, chunks, split
+from .names import collective_id
+from .protocol import CreditBarrier
+
+ALLREDUCE, BARRIER, BROADCAST, ALLGATHER, REDUCE_SCATTER, ALL_TO_ALL, ALL_TO_ALL_V = (
+    collective_id(n) for n in (
+        "pld.tensor.allreduce", "pld.tensor.barrier", "pld.tensor.broadcast",
+        "pld.tensor.allgather", "pld.tensor.reduce_scatter", "pld.tensor.all_to_all",
+        "pld.tensor.all_to_all_v"))
+
+# ReduceOp -> the numpy ufunc that combines two operands
+REDUCE = {0: np.add, 1: np.maximum, 2: np.minimum, 3: np.multiply}
+# HOST allreduce lanes split the data in tiles of this many elements
+HOST_TILE = 256
+RING_GENERATIONS = 2
+
+
+def _fault(msg, code="TC503", hint=None):
+    return RuntimeFault(msg, code=code, hint=hint)
+
+
+def _flat(link, view) -> FlatWindow:
+    f = view.plans.get("flat")
+    if f is None:
+        f = view.plans["flat"] = FlatWindow(link.transport, view)
+    return f
+
+
+def _local(x) -> np.ndarray:
+    """The array of a plain tensor or of this rank's copy of a window."""
+    return getattr(x, "local", x)
+
+
+def _barrier(link, signal, name, coll, loc, *, lane=0, ring=False) -> CreditBarrier:
+    key = ("barrier", loc, lane, ring)
+    b = signal.plans.get(key)
+    if b is None:
+        b = signal.plans[key] = CreditBarrier(link, signal, name, coll, loc, lane=lane,
+                                              ring_rows=RING_GENERATIONS if ring else 0)
+    return b
+
+
+def _check_domain(name, signal, *windows):
+    """Every window operand of one call belongs to the signal's comm domain."""
+    devs = signal.buffer.devices
+    for w in windows:
+        if w is not None and w.buffer.devices != devs:
+            raise _fault(f"{name}: window '{w.buffer.name}' belongs to the comm domain "
+                         f"{list(w.buffer.devices)} but signal '{signal.buffer.name}' to "
+                         f"{list(devs)}; one collective runs on one domain",
+                         hint="pass every window of the call to the same dispatches")
+
+
+def _check_mesh_signal(name, signal, lanes=1):
+    n, shape = signal.nranks, signal.shape
+    if shape[0] < n or len(shape) == 2 and shape[1] < lanes:
+        want = f"[{n}]" if len(shape) == 1 else f"[{n}, {max(lanes, 1)}]"
+        raise _fault(f"{name}: signal '{signal.buffer.name}' has shape {list(shape)}, too small "
+                     f"for a comm domain of {n} rank(s); it needs at least {want}",
+                     code="TC502", hint="size the signal [pld.world_size(), 1] (or the domain "
+                     "size)")
+
+
+def _check_ring_signal(name, signal, extra_row):
+    n = signal.nranks
+    rows = 2 * (n - 1) + (1 if extra_row else 0)
+    if tuple(signal.shape) != (rows, n):
+        raise _fault(f"{name} mode=\"ring\": signal '{signal.buffer.name}' has shape "
+                     f"{list(signal.shape)}; a ring over {n} rank(s) needs [{rows}, {n}]",
+                     code="TC502", hint="the ring signal is [2*(NR-1), NR] in a kernel and "
+                     "[2*(NR-1)+1, NR] in a HOST orchestrator")
+
+
+def _rows(name, view, n, what):
+    """(rows, row length) of a [NR, SIZE] operand, NR checked against the domain."""
+    a = _local(view)
+    if a.ndim < 1 or a.shape[0] != n:
+        raise _fault(f"{name}: {what} has shape {list(a.shape)}; its first dimension must be the "
+                     f"comm domain's {n} rank(s)", code="TC502")
+    return a.shape[0], a.size // a.shape[0]
+
+
+# ------------------------------------------------------------------ reduce
+class ReducePlan:
+    """Reduce elements [lo, hi) over every member and write the result to the
+    members in ``dests`` (all of them for allreduce, this rank for
+    reduce_scatter)."""
+
+    __slots__ = ("data", "ufunc", "pieces", "lo", "hi", "dests", "scratch", "acc")
+
+    def __init__(self, data: FlatWindow, ufunc, lo, hi, dests):
+        self.data, self.ufunc, self.lo, self.hi, self.dests = data, ufunc, lo, hi, dests
+        me, item = data.me, data.dtype.itemsize
+        step = max(1, min(hi - lo, CHUNK_BYTES // item))
+        # ranks 0 and 1 may reduce straight into their own copy: their own slice
+        # is consumed by the first ufunc call, before anything overwrites it
+        in_place = me < 2
+        self.acc = None if in_place else np.empty(step, data.dtype)
+        self.pieces = None
+        if data.direct is not None:
+            self.pieces = []
+            for a, b in chunks(lo, hi, item):
+                ins = [d[a:b] for d in data.direct]
+                acc = ins[me] if in_place else self.acc[:b - a]
+                outs = [data.direct[m][a:b] for m in dests if not (m == me and in_place)]
+                self.pieces.append((ins, acc, outs))
+            self.scratch = None
+        else:
+            self.scratch = np.empty((data.n, step), data.dtype)
+
+    def run(self):
+        ufunc = self.ufunc
+        if self.pieces is not None:
+            for ins, acc, outs in self.pieces:
+                ufunc(ins[0], ins[1], out=acc)
+                for x in ins[2:]:
+                    ufunc(acc, x, out=acc)
+                for o in outs:
+                    np.copyto(o, acc)
+            return
+        data, me = self.data, self.data.me
+        for a, b in chunks(self.lo, self.hi, data.dtype.itemsize):
+            ins = [data.read(m, a, b, self.scratch[m]) for m in range(data.n)]
+            acc = ins[me] if self.acc is None else self.acc[:b - a]
+            ufunc(ins[0], ins[1], out=acc)
+            for x in ins[2:]:
+                ufunc(acc, x, out=acc)
+            for m in self.dests:
+                if m != me or self.acc is not None:
+                    data.write(m, a, b, acc)
+
+
+def _reduce_plan(link, target, key, ufunc, lo, hi, dests) -> ReducePlan:
+    p = target.plans.get(key)
+    if p is None:
+        p = target.plans[key] = ReducePlan(_flat(link, target), ufunc, lo, hi, dests)
+    return p
+
+
+def allreduce(link, target, signal, op, mode, core_num, loc, host):
+    name = "pld.tensor.allreduce"
+    _check_domain(name, signal, target)
+    ring = mode == "ring"
+    lanes = int(core_num) if host else 1
+    if ring:
+        _check_ring_signal(name, signal, host)
+    else:
+        _check_mesh_signal(name, signal, lanes)
+    data = _flat(link, target)
+    n, me = data.n, data.me
+    if n == 1:
+        return target
+    ufunc = REDUCE[int(op)]
+    item = data.dtype.itemsize
+    for lane in range(lanes):
+        lo, hi = split(data.size, lanes, lane, item, HOST_TILE) if lanes > 1 else (0, data.size)
+        a, b = split(hi - lo, n, me, item)
+        plan = _reduce_plan(link, target, ("allreduce", loc, lane, int(op), lanes),
+                            ufunc, lo + a, lo + b, range(n))
+        bar = _barrier(link, signal, name, ALLREDUCE, loc, lane=lane, ring=ring)
+        bar.enter()
+        bar.sync(1)                      # every member's data is staged
+        plan.run()
+        bar.sync(2)                      # every slice has landed everywhere
+        bar.finish(2)
+    return target
+
+
+def reduce_scatter(link, target, signal, op, loc, host):
+    name = "pld.tensor.reduce_scatter"
+    _check_domain(name, signal, target)
+    _check_mesh_signal(name, signal)
+    n, me = signal.nranks, signal.rank
+    _, size = _rows(name, target, n, "target")
+    if n == 1:
+        return target
+    plan = _reduce_plan(link, target, ("reduce_scatter", loc, int(op)), REDUCE[int(op)],
+                        me * size, (me + 1) * size, (me,))
+    bar = _barrier(link, signal, name, REDUCE_SCATTER, loc)
+    bar.enter()
+    bar.sync(1)                          # every member staged its rows
+    plan.run()                           # only this rank reads or writes row me
+    bar.sync(2)                          # nobody still reads a peer's copy
+    bar.finish(2)
+    return target
+
+
+# ------------------------------------------------------------------ movement
+def barrier(link, signal, loc, host):
+    name = "pld.tensor.barrier"
+    _check_mesh_signal(name, signal)
+    if signal.nranks == 1:
+        return signal
+    bar = _barrier(link, signal, name, BARRIER, loc)
+    bar.enter()
+    bar.sync(1)
+    bar.finish(1)
+    return signal
+
+
+def broadcast(link, target, signal, root, loc, host):
+    name = "pld.tensor.broadcast"
+    _check_domain(name, signal, target)
+    _check_mesh_signal(name, signal)
+    n = signal.nranks
+    root = int(root)
+    if not 0 <= root < n:
+        raise _fault(f"{name}: root {root} is not a rank of the comm domain of {n} rank(s)",
+                     code="TC501", hint="root is a rank index within the window's comm domain")
+    if n == 1:
+        return target
+    data = _flat(link, target)
+    bar = _barrier(link, signal, name, BROADCAST, loc)
+    bar.enter()
+    bar.sync(1)                          # the root has staged its data
+    if data.me != root:
+        _fetch(data, root, data.local)
+    # a second generation, so that the root may overwrite its copy as soon as
+    # it returns: every reader is done with it by then
+    bar.sync(2)
+    bar.finish(2)
+    return target
+
+
+def _fetch(data: FlatWindow, member: int, dst: np.ndarray) -> None:
+    if data.direct is not None:
+        np.copyto(dst, data.direct[member])
+    else:
+        data.transport.get(data.handles[member], (slice(0, data.size),), dst)
+
+
+def allgather(link, local_data, target, signal, loc, host):
+    name = "pld.tensor.allgather"
+    _check_domain(name, signal, target, local_data if host else None)
+    _check_mesh_signal(name, signal)
+    n, me = signal.nranks, signal.rank
+    _, size = _rows(name, target, n, "target")
+    src = _local(local_data).reshape(-1)
+    if src.size != size:
+        raise _fault(f"{name}: local_data has {src.size} elements but a row of target has {size}",
+                     code="TC502")
+    data = _flat(link, target)
+    np.copyto(data.local[me * size:(me + 1) * size], src)
+    for m in range(n):
+        if m != me:
+            data.write(m, me * size, (me + 1) * size, src)
+    if n > 1:
+        bar = _barrier(link, signal, name, ALLGATHER, loc)
+        bar.enter()
+        bar.sync(1)                      # every row has landed everywhere
+        bar.finish(1)
+    return target
+
+
+def all_to_all(link, input, target, signal, loc, host):
+    name = "pld.tensor.all_to_all"
+    _check_domain(name, signal, target, input if host else None)
+    _check_mesh_signal(name, signal)
+    n, me = signal.nranks, signal.rank
+    _, size = _rows(name, target, n, "target")
+    src = _local(input)
+    _rows(name, src, n, "input")
+    src = src.reshape(n, -1)
+    data = _flat(link, target)
+    for dest in range(n):
+        lo, hi = me * size, (me + 1) * size
+        if dest == me:
+            np.copyto(data.local[lo:hi], src[dest])
+        else:
+            data.write(dest, lo, hi, np.ascontiguousarray(src[dest]))
+    if n > 1:
+        bar = _barrier(link, signal, name, ALL_TO_ALL, loc)
+        bar.enter()
+        bar.sync(1)
+        bar.finish(1)
+    return target
+
+
+def all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc, host):
+    name = "pld.tensor.all_to_all_v"
+    _check_domain(name, signal, target, recv_counts, input if host else None,
+                  send_counts if host and hasattr(send_counts, "buffer") else None)
+    _check_mesh_signal(name, signal)
+    n, me = signal.nranks, signal.rank
+    t = _local(target)
+    if t.shape[0] % n:
+        raise _fault(f"{name}: target has {t.shape[0]} rows, not a multiple of the comm domain's "
+                     f"{n} rank(s)", code="TC502")
+    cap = t.shape[0] // n                # MAX_RECV rows per source
+    row = t.size // t.shape[0]
+    src = _local(input).reshape(-1)
+    if src.size != t.size:
+        raise _fault(f"{name}: input has {src.size} elements, target {t.size}; both are "
+                     f"[NR*MAX_RECV, SIZE]", code="TC502")
+    counts = _local(send_counts).reshape(-1)
+    if counts.size < n or recv_counts.shape[0] < n:
+        raise _fault(f"{name}: send_counts and recv_counts need one entry per rank of the "
+                     f"{n}-rank comm domain", code="TC502")
+    data = _flat(link, target)
+    add = link.transport.signal
+    block = cap * row
+    for dest in range(n):
+        rows = min(int(counts[dest]), cap)
+        cell = link.cell_of(recv_counts, dest, (me, 0) if len(recv_counts.shape) == 2 else (me,),
+                            name)
+        add(cell, NOTIFY_SET, rows)     # the count itself, not a credit
+        lo, hi = me * block, (me + 1) * block
+        part = src[dest * block:(dest + 1) * block]
+        if dest == me:
+            np.copyto(data.local[lo:hi], part)
+        else:
+            data.write(dest, lo, hi, part)
+    if n > 1:
+        bar = _barrier(link, signal, name, ALL_TO_ALL_V, loc)
+        bar.enter()
+        bar.sync(1)
+        bar.finish(1)
+    return target
