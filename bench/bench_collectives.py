@@ -323,9 +323,9 @@ def figures(args) -> list:
         n = n_quick if q else n_full
         if args.transport != "shm":
             # every remote operation of the copy transport is a request served
-            # by a thread: ~100x the latency of shm and ~1/8 of its bandwidth,
-            # so fewer iterations give the same run time
-            n = max(3, n // (20 if nbytes < 64 * KiB else 5))
+            # by a thread: ~50x the latency of shm and a fraction of its
+            # bandwidth, so fewer iterations give a similar run time
+            n = max(5, n // (10 if nbytes < 64 * KiB else 3))
         out.append(Figure(sec, nr, nbytes, n, target, *form))
     return out
 
