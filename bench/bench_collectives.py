@@ -57,6 +57,7 @@ import tempfile
 import textwrap
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -277,6 +278,7 @@ class Figure:
     tc: object = None       # seconds per collective, or a string saying why not
     anchors: dict = field(default_factory=dict)   # column -> seconds or string
     anchor_n: dict = field(default_factory=dict)  # column -> iterations it ran
+    probe: float = float("nan")                   # busy-loop probe before the tilecomm row
 
     @property
     def cols(self) -> int:
@@ -372,12 +374,13 @@ def time_tilecomm(fig: Figure, repeats: int):
     return per if per > 0 else f"unmeasurable (t_N {fmt_s(bn)} ≤ t_0 {fmt_s(b0)})"
 
 
-def run_tilecomm(figs: list, repeats: int) -> dict:
-    probes, seen = {}, set()
+def run_tilecomm(figs: list, repeats: int) -> None:
+    seen = set()
     for sec in dict.fromkeys(f.section for f in figs):
-        probes[sec] = cpu_probe()
-        log(f"tilecomm {sec} (busy-loop probe {probes[sec]:.2f} cores)")
+        log(f"tilecomm {sec}")
         for fig in (f for f in figs if f.section == sec):
+            # per figure: other load on the machine comes and goes within a section
+            fig.probe = cpu_probe()
             try:
                 fig.tc = time_tilecomm(fig, repeats)
             except Exception as e:              # a collective that errs is a finding, not a stop
@@ -386,7 +389,6 @@ def run_tilecomm(figs: list, repeats: int) -> dict:
                     traceback.print_exc(file=sys.stderr)
                     seen.add(fig.tc)
                 log(f"{fig.label()}: {fig.tc}")
-    return probes
 
 
 # =========================================================================== anchors
@@ -597,7 +599,9 @@ def run_script(argv: list, timeout: float):
     return f"failed: {why.strip()[:120]}"
 
 
-def run_anchor(anchor: Anchor, figs: list, repeats: int, budget: float, timeout: float) -> None:
+def run_anchor(anchor: Anchor, figs: list, repeats: int, budget: float, timeout: float) -> dict:
+    """Fill the anchor's column; returns {ranks: busy-loop probe before that launch}."""
+    probes = {}
     with tempfile.TemporaryDirectory(prefix="tilecomm-bench-") as tmp:
         script = os.path.join(tmp, "anchor.py")
         with open(script, "w") as f:
@@ -618,11 +622,11 @@ def run_anchor(anchor: Anchor, figs: list, repeats: int, budget: float, timeout:
                 if anchor.column == "Open MPI" and nr > (os.cpu_count() or 1):
                     argv.append("--oversubscribe")     # Open MPI refuses more ranks than cores
                 argv += ["-n", str(nr), anchor.python, script, jobs]
-            probe = cpu_probe()
+            probes[nr] = cpu_probe()
             t0 = time.perf_counter()
             res = run_script(argv, timeout)
             log(f"{anchor.column} {nr} ranks: {time.perf_counter() - t0:.1f} s "
-                f"(busy-loop probe {probe:.2f} cores)")
+                f"(busy-loop probe {probes[nr]:.2f} cores)")
             for i, fig in enumerate(group):
                 r = res[i] if isinstance(res, list) else res
                 if isinstance(r, list):         # [seconds per call, iterations run]
@@ -638,6 +642,7 @@ def run_anchor(anchor: Anchor, figs: list, repeats: int, budget: float, timeout:
                         twin.anchor_n.update(fig.anchor_n)
         for fig in figs:
             fig.anchors.setdefault(anchor.column, "— (allreduce only)")
+    return probes
 
 
 # =========================================================================== report
@@ -704,12 +709,13 @@ def judge(fig: Figure) -> str:
 
 def print_table(figs: list, columns: list) -> None:
     print()
-    print("| figure | tilecomm | " + " | ".join(columns) + " | target (DESIGN §4) | result |")
-    print("|---|---|" + "---|" * len(columns) + "---|---|")
+    print("| figure | tilecomm | " + " | ".join(columns)
+          + " | target (DESIGN §4) | result | cores free |")
+    print("|---|---|" + "---|" * len(columns) + "---|---|---|")
     for fig in figs:
         anchors = [cell(fig, fig.anchors.get(c, "—"), fig.anchor_n.get(c)) for c in columns]
         print(f"| {fig.label()} | {cell(fig, fig.tc)} | " + " | ".join(anchors)
-              + f" | {TARGETS[fig.target]} | {judge(fig)} |")
+              + f" | {TARGETS[fig.target]} | {judge(fig)} | {fig.probe:.2f} |")
 
 
 # =========================================================================== main
@@ -777,24 +783,27 @@ def main(argv=None) -> int:
     figs = figures(args)
     start = time.perf_counter()
 
-    probes = {}
     if args.no_tilecomm:
         for f in figs:
             f.tc = "not run (--no-tilecomm)"
     else:
-        probes = run_tilecomm(figs, args.repeats)
+        # repeated Sum allreduces overflow to inf on purpose (allreduce_case);
+        # the ranks are forked from this process and inherit its filters
+        warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
+        run_tilecomm(figs, args.repeats)
 
     columns = ["Open MPI", "MPICH", "gloo"]
+    found, anchor_probes = [], {}
     if args.no_anchors:
         for f in figs:
             f.anchors = {c: "not run (--no-anchors)" for c in columns}
-        found = []
     else:
         found, missing = collect_anchors(args)
         columns += [a.column for a in found if a.column not in columns]
         for a in found:
             log(f"anchor {a.column}: {a.version} ({a.python})")
-            run_anchor(a, figs, args.repeats, args.anchor_budget, args.anchor_timeout)
+            anchor_probes[a.column] = run_anchor(a, figs, args.repeats, args.anchor_budget,
+                                                 args.anchor_timeout)
         for c in columns:
             if not any(a.column == c for a in found):
                 if c == "gloo":
@@ -813,9 +822,10 @@ def main(argv=None) -> int:
         print("anchors: " + "; ".join(f"{a.column} = {a.version} ({a.python})" for a in found))
     print(f"load average at end: {loadavg()}; busy-loop probe got {cpu_probe():.2f} of "
           f"{os.cpu_count()} cores; total {total:.1f} s")
-    if probes:
-        print("busy-loop probe before each tilecomm section (cores free): "
-              + ", ".join(f"{k} {v:.2f}" for k, v in probes.items()))
+    print(f"'cores free': busy-loop probe (of {os.cpu_count()}) just before the tilecomm row"
+          + ("; before each anchor launch: " if anchor_probes else "") + "; ".join(
+              f"{col} " + ", ".join(f"{nr} ranks {p:.2f}" for nr, p in pr.items())
+              for col, pr in anchor_probes.items()))
     print("method: tilecomm (t_N − t_0)/N over prepared-worker calls whose kernel loops N "
           "times, best of repeats; anchors: N calls timed in-process after a warm-up and a "
           "barrier, slowest rank, best of the same repeats; GB/s = algorithm bandwidth")
