@@ -702,7 +702,8 @@ def judge(fig: Figure) -> str:
     if fig.target == "fastest":
         if not times:
             return "n/a (no anchor ran)"
-        return "pass" if t < min(times.values()) else "MISS"
+        best = min(times, key=times.get)
+        return f"{'pass' if t < times[best] else 'MISS'} ({t / times[best]:.2f}× {best})"
     if fig.target in ("ompi", "ompi3x"):
         if ompi is None:
             return "n/a (Open MPI did not run)"
