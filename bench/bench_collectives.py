@@ -7,7 +7,7 @@ This is a benchmark, not a test: nothing here asserts speed.
 
     python bench/bench_collectives.py --mpi-python ENV-OMPI/bin/python \\
         --mpi-python ENV-MPICH/bin/python --torch-python ENV-TORCH/bin/python
-    python bench/bench_collectives.py --quick ...          # small N, under 90 s
+    python bench/bench_collectives.py --quick ...          # small N, one round, < 90 s
     python bench/bench_collectives.py --only allreduce     # allreduce | allgather | alltoall
     python bench/bench_collectives.py --transport copy     # tilecomm rows on the copy transport
     python bench/bench_collectives.py --no-anchors         # tilecomm rows only
@@ -47,7 +47,10 @@ row's size per rank.
 The machine may be shared: a busy-loop probe before each tilecomm row and
 each anchor launch measures how many cores a spinning process per core
 really gets (nproc when idle).  Two ranks on two cores degrade many-fold
-when it drops towards 1, so a noisy run can be recognised and repeated.
+when it drops towards 1, so a noisy run can be recognised and repeated.  A
+full run does everything twice (--rounds), tilecomm first and then the
+anchors first, and keeps each cell's best, so that a burst of other load
+does not decide a comparison alone.
 """
 # no `from __future__ import annotations`: program annotations such as
 # Tensor[[1, cols], ...] must be evaluated at definition time so the
@@ -382,21 +385,31 @@ def time_tilecomm(fig: Figure, repeats: int):
     return per if per > 0 else f"unmeasurable (t_N {fmt_s(bn)} ≤ t_0 {fmt_s(b0)})"
 
 
+def better(old, new) -> bool:
+    """Whether a later round's result replaces the one kept: a time beats no
+    time, a shorter time a longer one."""
+    if not isinstance(new, float):
+        return old is None
+    return not isinstance(old, float) or new < old
+
+
 def run_tilecomm(figs: list, repeats: int) -> None:
     seen = set()
     for sec in dict.fromkeys(f.section for f in figs):
         log(f"tilecomm {sec}")
         for fig in (f for f in figs if f.section == sec):
             # per figure: other load on the machine comes and goes within a section
-            fig.probe = cpu_probe()
+            probe = cpu_probe()
             try:
-                fig.tc = time_tilecomm(fig, repeats)
+                tc = time_tilecomm(fig, repeats)
             except Exception as e:              # a collective that errs is a finding, not a stop
-                fig.tc = f"error: {one_line(e)}"
-                if fig.tc not in seen:          # the same failure at every size: once is enough
+                tc = f"error: {one_line(e)}"
+                if tc not in seen:              # the same failure at every size: once is enough
                     traceback.print_exc(file=sys.stderr)
-                    seen.add(fig.tc)
-                log(f"{fig.label()}: {fig.tc}")
+                    seen.add(tc)
+                log(f"{fig.label()}: {tc}")
+            if better(fig.tc, tc):
+                fig.tc, fig.probe = tc, probe
 
 
 # =========================================================================== anchors
@@ -637,17 +650,19 @@ def run_anchor(anchor: Anchor, figs: list, repeats: int, budget: float, timeout:
                 f"(busy-loop probe {probes[nr]:.2f} cores)")
             for i, fig in enumerate(group):
                 r = res[i] if isinstance(res, list) else res
-                if isinstance(r, list):         # [seconds per call, iterations run]
-                    fig.anchors[anchor.column] = r[0]
-                    if r[1] != fig.n:
-                        fig.anchor_n[anchor.column] = r[1]
-                else:
-                    fig.anchors[anchor.column] = r
+                # [seconds per call, iterations run], or why there is none
+                t, n = (r[0], r[1]) if isinstance(r, list) else (r, None)
+                if not better(fig.anchors.get(anchor.column), t):
+                    continue
+                fig.anchors[anchor.column] = t
+                fig.anchor_n.pop(anchor.column, None)
+                if n is not None and n != fig.n:
+                    fig.anchor_n[anchor.column] = n
                 for twin in figs:
                     if twin.form != "incore" and (twin.section, twin.nr, twin.nbytes) == \
                             (fig.section, fig.nr, fig.nbytes):
                         twin.anchors[anchor.column] = fig.anchors[anchor.column]
-                        twin.anchor_n.update(fig.anchor_n)
+                        twin.anchor_n = dict(fig.anchor_n)
         for fig in figs:
             fig.anchors.setdefault(anchor.column, "— (allreduce only)")
     return probes
@@ -743,6 +758,9 @@ def parse_args(argv=None):
                     help="a Python with torch for the gloo anchor (default "
                          "$TILECOMM_BENCH_TORCH_PYTHON, else this interpreter)")
     ap.add_argument("--no-anchors", action="store_true", help="tilecomm rows only")
+    ap.add_argument("--rounds", type=int, metavar="R",
+                    help="run everything R times, alternating which side goes first, and keep "
+                         "each cell's best (default 2; 1 with --quick)")
     ap.add_argument("--no-tilecomm", action="store_true", help="anchor columns only")
     args = ap.parse_args(argv)
     if not args.mpi_python:
@@ -753,6 +771,10 @@ def parse_args(argv=None):
     if not args.torch_python:
         args.torch_python = os.environ.get("TILECOMM_BENCH_TORCH_PYTHON") or sys.executable
     args.repeats = 3 if args.quick else 5
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 2
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     args.anchor_timeout = 120 if args.quick else 600
     # an anchor whose N calls x repeats would take longer than this runs fewer
     # (gloo's small allreduces take ~0.5 ms here: 20 000 of them, 5 times, are
@@ -792,27 +814,42 @@ def main(argv=None) -> int:
     figs = figures(args)
     start = time.perf_counter()
 
+    columns = ["Open MPI", "MPICH", "gloo"]
+    found, missing, anchor_probes = [], {}, {}
+    if not args.no_anchors:
+        found, missing = collect_anchors(args)
+        columns += [a.column for a in found if a.column not in columns]
+    # repeated Sum allreduces overflow to inf on purpose (allreduce_case);
+    # the ranks are forked from this process and inherit its filters
+    warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
+
+    def tilecomm_part():
+        if not args.no_tilecomm:
+            run_tilecomm(figs, args.repeats)
+
+    def anchor_part():
+        for a in found:
+            log(f"anchor {a.column}: {a.version} ({a.python})")
+            probes = run_anchor(a, figs, args.repeats, args.anchor_budget, args.anchor_timeout)
+            for nr, p in probes.items():
+                anchor_probes.setdefault(a.column, {}).setdefault(nr, []).append(p)
+
+    # other load on a shared machine comes and goes: with several rounds each
+    # cell keeps its best, and the order alternates so neither side always
+    # runs first
+    for rnd in range(args.rounds):
+        log(f"round {rnd + 1} of {args.rounds}")
+        parts = (tilecomm_part, anchor_part) if rnd % 2 == 0 else (anchor_part, tilecomm_part)
+        for part in parts:
+            part()
+
     if args.no_tilecomm:
         for f in figs:
             f.tc = "not run (--no-tilecomm)"
-    else:
-        # repeated Sum allreduces overflow to inf on purpose (allreduce_case);
-        # the ranks are forked from this process and inherit its filters
-        warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
-        run_tilecomm(figs, args.repeats)
-
-    columns = ["Open MPI", "MPICH", "gloo"]
-    found, anchor_probes = [], {}
     if args.no_anchors:
         for f in figs:
             f.anchors = {c: "not run (--no-anchors)" for c in columns}
     else:
-        found, missing = collect_anchors(args)
-        columns += [a.column for a in found if a.column not in columns]
-        for a in found:
-            log(f"anchor {a.column}: {a.version} ({a.python})")
-            anchor_probes[a.column] = run_anchor(a, figs, args.repeats, args.anchor_budget,
-                                                 args.anchor_timeout)
         for c in columns:
             if not any(a.column == c for a in found):
                 if c == "gloo":
@@ -831,13 +868,15 @@ def main(argv=None) -> int:
         print("anchors: " + "; ".join(f"{a.column} = {a.version} ({a.python})" for a in found))
     print(f"load average at end: {loadavg()}; busy-loop probe got {cpu_probe():.2f} of "
           f"{os.cpu_count()} cores; total {total:.1f} s")
-    print(f"'cores free': busy-loop probe (of {os.cpu_count()}) just before the tilecomm row"
-          + ("; before each anchor launch: " if anchor_probes else "") + "; ".join(
-              f"{col} " + ", ".join(f"{nr} ranks {p:.2f}" for nr, p in pr.items())
-              for col, pr in anchor_probes.items()))
+    print(f"'cores free': busy-loop probe (of {os.cpu_count()}) just before the kept tilecomm "
+          "measurement" + ("; before each anchor launch (per round): " if anchor_probes else "")
+          + "; ".join(f"{col} " + ", ".join(f"{nr} ranks " + "/".join(f"{p:.2f}" for p in ps)
+                                            for nr, ps in pr.items())
+                      for col, pr in anchor_probes.items()))
     print("method: tilecomm (t_N − t_0)/N over prepared-worker calls whose kernel loops N "
           "times, best of repeats; anchors: N calls timed in-process after a warm-up and a "
-          "barrier, slowest rank, best of the same repeats; GB/s = algorithm bandwidth")
+          f"barrier, slowest rank, best of the same repeats; best of {args.rounds} round(s) "
+          "alternating tilecomm and anchors; GB/s = algorithm bandwidth")
     return 0
 
 
