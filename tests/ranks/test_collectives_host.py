@@ -79,8 +79,10 @@ def read_cells(out: pl.Out[pl.Tensor[[NR], pl.INT32]],
 C32 = 4097                  # FP32 streams: not a multiple of the 256-element tile
 H16 = (33, 65)              # FP16: a 2-D target, reduced as one stream
 LANES, STRIDE = 3, 4        # core_num and the signal's lane stride
-LANE_SIZES = (1, 300, 700, 1000, 513)       # per slot; lanes 0 and 1 of 1 and lane 0 of 300
-CL = max(LANE_SIZES)                        # get no data
+# core_num=3 element counts, one per slot: 1 and 300 elements are one and two
+# 256-element tiles, fewer tiles than lanes, so some lanes have no data
+LANE_SIZES = (1, 300, 700, 1000, 513)
+CL = max(LANE_SIZES)
 RING32, RING16 = 1200, 37   # ring: a count divisible by every NR, and one that is not
 
 
@@ -191,7 +193,8 @@ def make_host_allreduce(NR):
         pld.tensor.allreduce(pld.window(c3, [1, 1000], dtype=pl.FP32), ln, op=pld.ReduceOp.Prod,
                              core_num=LANES)
         pld.tensor.allreduce(pld.window(c4, [1, 513], dtype=pl.FP32), core_num=LANES)
-        # ring
+        # ring: FP32 Sum over a count NR divides is what a chip's ring builtin
+        # runs; the CPU runs any op and dtype over any count
         rg = pld.window(ring, RS, dtype=pl.INT32)
         pld.tensor.allreduce(pld.window(r32, [1, RING32], dtype=pl.FP32), rg, mode="ring")
         pld.tensor.allreduce(pld.window(r16, [1, RING16], dtype=pl.FP16), rg, mode="ring",
