@@ -55,10 +55,11 @@ class RankLink(ABC):
         copy (bounds-checked, cached on the view)."""
 
     @abstractmethod
-    def block(self, cell, expected: int, view, offsets: tuple, loc: int, collective: int,
-              generation: int) -> None:
-        """Wait for ``cell >= expected``, published for the deadlock monitor as a
-        wait inside ``collective`` at barrier ``generation``."""
+    def block(self, cell, expected: int, view, offsets: tuple, src: int, loc: int,
+              collective: int, generation: int) -> None:
+        """Wait for ``cell >= expected`` (domain rank ``src``'s arrival), published
+        for the deadlock monitor as a wait inside ``collective`` at barrier
+        ``generation``."""
 
     @abstractmethod
     def enter_collective(self, buffer_id: int) -> int:
@@ -173,7 +174,7 @@ class CreditBarrier:
         # its first generation), so at most need + 1 of its credits can be here
         if v < 0 or v > need + 1:
             self._dirty(offs, v, f"at barrier generation {g}")
-        self.link.block(cell, need, self.signal, offs, self.loc, self.coll, g)
+        self.link.block(cell, need, self.signal, offs, self.peers[i], self.loc, self.coll, g)
 
     def _dirty(self, offsets, value, when):
         sig = self.signal
