@@ -35,7 +35,6 @@ ALLREDUCE, BARRIER, BROADCAST, ALLGATHER, REDUCE_SCATTER, ALL_TO_ALL, ALL_TO_ALL
 REDUCE = {0: np.add, 1: np.maximum, 2: np.minimum, 3: np.multiply}
 # HOST allreduce lanes split the data in tiles of this many elements
 HOST_TILE = 256
-RING_GENERATIONS = 2
 
 
 def _fault(msg, code="TC503", hint=None):
