@@ -8,8 +8,9 @@ make that correct:
      peer has written it (otherwise it would read the zeros of a fresh window);
   2. between reading and overwriting: no rank replaces its row for round 2
      while a slower peer is still reading round 1 from it.  Without this one,
-     a fast rank's round-2 row can show up in a slow rank's round-1 result.
-The checks below fail if either read sees the wrong round.
+     a fast rank's round-2 row shows up in a slow rank's round-1 result.
+The checks below fail if either read sees the wrong round -- delete barrier 2
+and try: at 4 ranks they fail on nearly every run.
 
 pld.tensor.barrier is the collective form of barrier.py's hand-rolled notify
 / wait loop.  Its signal is the same [NR, 1] INT32 window, but the collective
