@@ -104,7 +104,8 @@ def run(nr: int):
     rng = np.random.default_rng(nr)
     # inps[src, dest*CAP + i] = 1000*src + 100*dest + 10*i + column
     slot = np.arange(nr * CAP)
-    inps = (np.arange(nr)[:, None, None] * 1000 + (slot // CAP * 100 + slot % CAP * 10)[None, :, None]
+    tag = slot // CAP * 100 + slot % CAP * 10                      # 100*dest + 10*i
+    inps = (np.arange(nr)[:, None, None] * 1000 + tag[None, :, None]
             + np.arange(SIZE)).astype(np.float32)
     counts = rng.integers(0, CAP + 2, (nr, nr)).astype(np.int32)   # 0 .. CAP+1: some clamp
     outs = np.full_like(inps, np.nan)

@@ -1,11 +1,13 @@
 """pld.tensor.allreduce inside a kernel, ring mode.
 
-mode="ring" reduces around the ring of ranks (each rank talks to its
-neighbours only) in 2*(NR-1) rounds: NR-1 rounds of reduce-scatter, then NR-1
-of all-gather.  Each round has a row of the signal to itself, so the ring
-signal is [2*(NR-1), NR] -- a different shape from the mesh signal [NR, 1],
-and the two must not share a window (the compiler rejects a mesh collective
-on a ring-shaped signal and vice versa).
+On a chip, mode="ring" passes segments around the ring of ranks, each rank
+talking to its neighbours only: NR-1 steps of reduce-scatter, then NR-1 of
+all-gather, each step with a row of the signal to itself.  Hence the ring
+signal [2*(NR-1), NR] -- a different shape from the mesh signal [NR, 1],
+and the two must not share a window (a mesh collective on a ring-shaped
+signal, or a ring on a mesh-shaped one, is refused).  tilecomm takes the
+same program, signal included, and computes the same reduction with its own
+schedule on the CPU.
 
 Its row count has to be a compile-time constant, which is why this program is
 built by a factory: build(nr) takes the rank count from --ranks and the body
