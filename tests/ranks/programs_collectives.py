@@ -74,7 +74,8 @@ def check_a2av(inp: np.ndarray, counts: np.ndarray, out: np.ndarray, got: np.nda
     for r in range(n):
         for s in range(n):
             k = min(int(counts[s, r]), cap)
-            assert got[r, s, 0] == k, f"{what} rank {r}: recv_counts[{s}] = {got[r, s, 0]}, want {k}"
+            assert got[r, s, 0] == k, \
+                f"{what} rank {r}: recv_counts[{s}] = {got[r, s, 0]}, want {k}"
             np.testing.assert_array_equal(out[r, s * cap:s * cap + k],
                                           inp[s, r * cap:r * cap + k],
                                           err_msg=f"{what} rank {r} block from {s}")
