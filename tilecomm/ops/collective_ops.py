@@ -25,8 +25,6 @@ from .registry import op
 
 WHERE = (HOST, INCORE)
 EFFECTS = ("read", "write", "remote_read", "remote_write", "signal", "wait")
-# HOST builtins on a chip: at most this many ranks, FP32 data movement only
-CHIP_HOST_MAX_RANKS = 16
 
 
 # ------------------------------------------------------------------ operand helpers
@@ -190,7 +188,10 @@ def _allreduce(c):
                       code="TC222", at="core_num", hint="use mode=\"mesh\" for several lanes")
     if c.kind == HOST and _on_chip(c) and cores > c.platform.aiv_cores:
         c.value_error(f"pld.tensor.allreduce core_num ({cores}) exceeds the backend AIV core "
-                      f"count ({c.platform.aiv_cores})", code="TC215", at="core_num")
+                      f"count ({c.platform.aiv_cores}) of the {c.platform.name} platform",
+                      code="TC215", at="core_num",
+                      hint=f"use at most {c.platform.aiv_cores} lanes; platform=\"cpu\" lifts "
+                           f"this limit")
     if "signal" in c.explicit and not c.given("signal"):
         c.type_error("pld.tensor.allreduce signal cannot be None; omit the signal argument for "
                      "host synthesis", code="TC312", at="signal")
@@ -236,18 +237,17 @@ def _ring_signal(c, s, rop, t):
                           "(op=ReduceOp.Sum, dtype=FP32) on the "
                           f"{c.platform.name} platform; got op=ReduceOp.{rop.name}, dtype="
                           f"{t.dtype.name}", code="TC215", at="op",
-                          hint="platform=\"cpu\" runs every op and dtype")
-        if nr > CHIP_HOST_MAX_RANKS:
-            c.value_error(f"HOST ring allreduce supports at most {CHIP_HOST_MAX_RANKS} ranks on "
-                          f"the {c.platform.name} platform; the signal is for {nr}",
-                          code="TC215", at="signal")
+                          hint="mode=\"mesh\" takes every op and dtype; platform=\"cpu\" "
+                               "lifts this limit")
         n = 1
         for d in t.shape:
             n = n * d if is_static(d) and n is not None else None
         if n is None or n % nr:
             c.value_error(f"HOST ring allreduce on the {c.platform.name} platform needs a static "
                           f"element count divisible by NR={nr}; got {describe(t)}",
-                          code="TC215", at="target")
+                          code="TC215", at="target",
+                          hint="pad the data to a multiple of NR elements; platform=\"cpu\" "
+                               "lifts this limit")
 
 
 def _synthesized_signal(c, t, mode, cores):
