@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from ..collectives.names import collective_name
 from ..errors import DeadlockError, RankFailure
 from ..tools.deadlock import BlockedWait, NotifierSet, deadlock_report
 from . import control as C
@@ -96,6 +97,12 @@ def blocked_wait(run, rank: int, w: C.WaitRecord):
     value = run.ranks.transport.read_cell(handle, 4 * w.index)
     rec = exe.prog.buffers[w.buffer]
     notifiers = NotifierSet({d: sorted(f) for d, f in sorted(rec.notifiers.items())})
+    name = collective_name(w.coll)
+    if name is not None:
+        # w.peer: the domain rank whose arrival the barrier waits for
+        common.update(collective=name, generation=w.gen, domain=tuple(buf.devices),
+                      waits_for=buf.devices[w.peer] if 0 <= w.peer < len(buf.devices) else -1,
+                      function=None)
     return BlockedWait(kind="signal", buffer=buf.name, index=w.index, value=value,
                        notifiers=notifiers, **common)
 

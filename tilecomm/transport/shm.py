@@ -25,6 +25,7 @@ SLICE_NS = 20_000_000            # a blocked wait calls hooks.check this often
 
 _notify_i32 = native.notify_i32  # module globals: one lookup less on the hottest path
 _wait_i32 = native.wait_i32
+_arrive_wait_i32 = native.arrive_wait_i32
 
 
 def sleep_wait(addr: int, cmp: int, expected: int, sleepers: int, hooks: WaitHooks) -> None:
@@ -129,6 +130,14 @@ class ShmEndpoint(Endpoint):
 
     def wait(self, cell, cmp, expected, hooks):
         sleep_wait(cell[0], cmp, expected, self.sleepers, hooks)
+
+    def signal_group(self, outs, ins):
+        return tuple(x for c in outs for x in c), tuple(c[0] for c in ins)
+
+    def arrive_wait(self, group, value, expected, spin):
+        # one native call per barrier generation: the adds, the wakes and the waits
+        return _arrive_wait_i32(group[0], group[1], value, expected, self.sleepers,
+                                SPIN_WINDOW_NS, spin)
 
     def end_run(self):
         self._views.clear()
