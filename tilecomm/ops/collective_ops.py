@@ -227,14 +227,16 @@ def _ring_signal(c, s, rop, t):
         _shape_error(c, f"mode=\"ring\" signal must be rank-2 {want} with NR a compile-time "
                         f"constant; got {describe(s)}")
     nr = shape[1]
-    if nr == 1 and shape[0] != extra:
+    # one rank has no ring rounds, but a window has no zero-size dimension: [1, 1]
+    rows = max(1, 2 * (nr - 1) + extra)
+    if nr == 1 and shape[0] != rows:
         # [k, 1] is the mesh family's shape, not a ring over one rank
         _shape_error(c, f"mode=\"ring\" signal must be {want}; got {describe(s)}, the mesh "
                         f"signal shape [NR, 1], which cannot be shared with a ring allreduce",
                      hint="give the ring allreduce its own signal "
                           + ("[2*(NR-1)+1, NR]" if host else "[2*(NR-1), NR]"))
-    if is_static(shape[0]) and shape[0] != 2 * (nr - 1) + extra:
-        _shape_error(c, f"mode=\"ring\" signal shape[0] must equal {2 * (nr - 1) + extra} "
+    if is_static(shape[0]) and shape[0] != rows:
+        _shape_error(c, f"mode=\"ring\" signal shape[0] must equal {rows} "
                         f"({want} for NR={nr}); got {describe(s)}",
                      hint="a mesh signal [NR, 1] cannot be shared with a ring allreduce")
     if host and _on_chip(c):
