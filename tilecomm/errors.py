@@ -172,6 +172,8 @@ CODES = {
     "TC221": "collective operands must be different buffers",
     "TC222": "invalid core_num for a collective",
     "TC224": "collective root out of range",
+    "TC225": "operands of one HOST collective belong to different comm domains",
+    "TC226": "HOST collective signal not sized for its comm domain's device count",
     "TC300": "unsupported construct",
     "TC301": "operation used in the wrong kind of function",
     "TC302": "unsupported syntax",
