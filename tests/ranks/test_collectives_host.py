@@ -22,6 +22,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
+from tilecomm.errors import ProgramValueError
 
 from programs_collectives import (SLOTS, SUM_REAL, a2av_counts, check_a2av, check_reduced,
                                   reduce_inputs, reduce_reference)
@@ -383,62 +384,74 @@ def read_pair(out: pl.Out[pl.Tensor[[2, NR], pl.INT32]],
     return read_pair_kernel(out, s1, s2)
 
 
-@pl.jit.host
-def host_movement_main(xs: pl.Tensor[[NR, 1, S], pl.FP32], rows: pl.Tensor[[NR, NR, S], pl.FP32],
-                       bcs: pl.Out[pl.Tensor[[NR, ROOTS, 2, S], pl.FP32]],
-                       moved: pl.Out[pl.Tensor[[NR, 3, NR, S], pl.FP32]],
-                       peers: pl.Out[pl.Tensor[[NR, NR, S], pl.FP32]],
-                       sigs: pl.Out[pl.Tensor[[NR, 2, NR], pl.INT32]]):
-    b0 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
-    b1 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
-    b2 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
-    b3 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
-    local = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
-    gathered = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
-    inp = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
-    exchanged = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
-    scattered = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
-    box = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
-    s1 = pld.alloc_window_buffer([NR], dtype=pl.INT32)
-    s2 = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
-    for r in pl.range(pld.world_size()):
-        publish_movement(xs[r], rows[r], pld.window(b0, [2, S], dtype=pl.FP32),
-                         pld.window(b1, [2, S], dtype=pl.FP32),
-                         pld.window(b2, [2, S], dtype=pl.FP32),
-                         pld.window(b3, [2, S], dtype=pl.FP32),
-                         pld.window(local, [1, S], dtype=pl.FP32),
-                         pld.window(inp, [NR, S], dtype=pl.FP32),
-                         pld.window(scattered, [NR, S], dtype=pl.FP32), device=r)
-    s = pld.window(s1, [NR], dtype=pl.INT32)
-    s = pld.tensor.barrier(s)                         # rebind idiom; orders nothing here
-    pld.tensor.broadcast(pld.window(b0, [2, S], dtype=pl.FP32), s, root=0)
-    if pld.world_size() > 1:
-        pld.tensor.broadcast(pld.window(b1, [2, S], dtype=pl.FP32), s, root=1)
-    if pld.world_size() > 2:
-        pld.tensor.broadcast(pld.window(b2, [2, S], dtype=pl.FP32), s, root=2)
-    if pld.world_size() > 3:
-        pld.tensor.broadcast(pld.window(b3, [2, S], dtype=pl.FP32), s, root=3)
-    t = pld.window(s2, [NR, 1], dtype=pl.INT32)       # [ws, 1] form of the mesh signal
-    pld.tensor.allgather(pld.window(local, [1, S], dtype=pl.FP32),
-                         pld.window(gathered, [NR, S], dtype=pl.FP32), t)
-    pld.tensor.all_to_all(pld.window(inp, [NR, S], dtype=pl.FP32),
-                          pld.window(exchanged, [NR, S], dtype=pl.FP32), t)
-    pld.tensor.reduce_scatter(pld.window(scattered, [NR, S], dtype=pl.FP32), s,
-                              op=pld.ReduceOp.Sum)
-    for r in pl.range(pld.world_size()):
-        publish_box(xs[r], pld.window(box, [1, S], dtype=pl.FP32), device=r)
-    pld.tensor.barrier(s)                             # bare statement
-    for r in pl.range(pld.world_size()):
-        consume_movement(bcs[r], moved[r], peers[r], pld.window(b0, [2, S], dtype=pl.FP32),
-                         pld.window(b1, [2, S], dtype=pl.FP32),
-                         pld.window(b2, [2, S], dtype=pl.FP32),
-                         pld.window(b3, [2, S], dtype=pl.FP32),
-                         pld.window(gathered, [NR, S], dtype=pl.FP32),
-                         pld.window(exchanged, [NR, S], dtype=pl.FP32),
-                         pld.window(scattered, [NR, S], dtype=pl.FP32),
-                         pld.window(box, [1, S], dtype=pl.FP32), device=r)
-        read_pair(sigs[r], s, t, device=r)
-    return moved
+def movement_roots(nr: int) -> list:
+    """The root of each broadcast window: 0, 1, 2, 3, capped at the last rank,
+    so every rank is a root at every world size."""
+    return [min(k, nr - 1) for k in range(ROOTS)]
+
+
+@functools.lru_cache(maxsize=None)
+def make_host_movement(NR):
+    """Broadcast roots must be ranks of the domain, so they are constants of
+    a program built per rank count."""
+    _, R1, R2, R3 = movement_roots(NR)
+
+    @pl.jit.host
+    def host_movement_main(xs: pl.Tensor[[NR, 1, S], pl.FP32],
+                           rows: pl.Tensor[[NR, NR, S], pl.FP32],
+                           bcs: pl.Out[pl.Tensor[[NR, ROOTS, 2, S], pl.FP32]],
+                           moved: pl.Out[pl.Tensor[[NR, 3, NR, S], pl.FP32]],
+                           peers: pl.Out[pl.Tensor[[NR, NR, S], pl.FP32]],
+                           sigs: pl.Out[pl.Tensor[[NR, 2, NR], pl.INT32]]):
+        b0 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
+        b1 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
+        b2 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
+        b3 = pld.alloc_window_buffer([2, S], dtype=pl.FP32)
+        local = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+        gathered = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
+        inp = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
+        exchanged = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
+        scattered = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
+        box = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+        s1 = pld.alloc_window_buffer([NR], dtype=pl.INT32)
+        s2 = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            publish_movement(xs[r], rows[r], pld.window(b0, [2, S], dtype=pl.FP32),
+                             pld.window(b1, [2, S], dtype=pl.FP32),
+                             pld.window(b2, [2, S], dtype=pl.FP32),
+                             pld.window(b3, [2, S], dtype=pl.FP32),
+                             pld.window(local, [1, S], dtype=pl.FP32),
+                             pld.window(inp, [NR, S], dtype=pl.FP32),
+                             pld.window(scattered, [NR, S], dtype=pl.FP32), device=r)
+        s = pld.window(s1, [NR], dtype=pl.INT32)
+        s = pld.tensor.barrier(s)                         # rebind idiom; orders nothing here
+        pld.tensor.broadcast(pld.window(b0, [2, S], dtype=pl.FP32), s, root=0)
+        pld.tensor.broadcast(pld.window(b1, [2, S], dtype=pl.FP32), s, root=R1)
+        pld.tensor.broadcast(pld.window(b2, [2, S], dtype=pl.FP32), s, root=R2)
+        pld.tensor.broadcast(pld.window(b3, [2, S], dtype=pl.FP32), s, root=R3)
+        t = pld.window(s2, [NR, 1], dtype=pl.INT32)       # [ws, 1] form of the mesh signal
+        pld.tensor.allgather(pld.window(local, [1, S], dtype=pl.FP32),
+                             pld.window(gathered, [NR, S], dtype=pl.FP32), t)
+        pld.tensor.all_to_all(pld.window(inp, [NR, S], dtype=pl.FP32),
+                              pld.window(exchanged, [NR, S], dtype=pl.FP32), t)
+        pld.tensor.reduce_scatter(pld.window(scattered, [NR, S], dtype=pl.FP32), s,
+                                  op=pld.ReduceOp.Sum)
+        for r in pl.range(pld.world_size()):
+            publish_box(xs[r], pld.window(box, [1, S], dtype=pl.FP32), device=r)
+        pld.tensor.barrier(s)                             # bare statement
+        for r in pl.range(pld.world_size()):
+            consume_movement(bcs[r], moved[r], peers[r], pld.window(b0, [2, S], dtype=pl.FP32),
+                             pld.window(b1, [2, S], dtype=pl.FP32),
+                             pld.window(b2, [2, S], dtype=pl.FP32),
+                             pld.window(b3, [2, S], dtype=pl.FP32),
+                             pld.window(gathered, [NR, S], dtype=pl.FP32),
+                             pld.window(exchanged, [NR, S], dtype=pl.FP32),
+                             pld.window(scattered, [NR, S], dtype=pl.FP32),
+                             pld.window(box, [1, S], dtype=pl.FP32), device=r)
+            read_pair(sigs[r], s, t, device=r)
+        return moved
+
+    return host_movement_main
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
@@ -450,15 +463,11 @@ def test_host_movement_collectives_and_barrier_ordering(n):
     moved = np.full((n, 3, n, S), np.nan, np.float32)
     peers = np.full((n, n, S), np.nan, np.float32)
     sigs = np.full((n, 2, n), -1, np.int32)
-    host_movement_main(xs, rows, bcs, moved, peers, sigs, config=config_for(n))
+    make_host_movement(n)(xs, rows, bcs, moved, peers, sigs, config=config_for(n))
     for r in range(n):
-        for root in range(ROOTS):
-            if root < n:
-                np.testing.assert_array_equal(bcs[r, root, 0], xs[root, 0], f"rank {r} root {root}")
-                np.testing.assert_array_equal(bcs[r, root, 1], (root + 2) * xs[root, 0])
-            else:                   # not broadcast: the rank's own staged rows
-                np.testing.assert_array_equal(bcs[r, root, 0], xs[r, 0])
-                np.testing.assert_array_equal(bcs[r, root, 1], (root + 2) * xs[r, 0])
+        for k, root in enumerate(movement_roots(n)):
+            np.testing.assert_array_equal(bcs[r, k, 0], xs[root, 0], f"rank {r} root {root}")
+            np.testing.assert_array_equal(bcs[r, k, 1], (k + 2) * xs[root, 0])
         np.testing.assert_array_equal(moved[r, 0], xs[:, 0, :], f"allgather on rank {r}")
         np.testing.assert_array_equal(moved[r, 1], rows[:, r, :], f"all_to_all on rank {r}")
         want = rows[r].copy()
@@ -467,6 +476,44 @@ def test_host_movement_collectives_and_barrier_ordering(n):
         np.testing.assert_array_equal(peers[r], xs[:, 0, :] + SLOW * np.arange(n)[:, None],
                                       f"box reads on rank {r}")
     np.testing.assert_array_equal(sigs, 0)
+
+
+pub_row, con_row = copy_chips(pl.FP32, 1, S)
+
+
+@pl.jit.host
+def guarded_root_main(xs: pl.Tensor[[NR, 1, S], pl.FP32],
+                      outs: pl.Out[pl.Tensor[[NR, 1, S], pl.FP32]]):
+    b = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+    sb = pld.alloc_window_buffer([NR], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        pub_row(xs[r], pld.window(b, [1, S], dtype=pl.FP32), device=r)
+    pld.tensor.broadcast(pld.window(b, [1, S], dtype=pl.FP32),
+                         pld.window(sb, [NR], dtype=pl.INT32), root=0)
+    # only reached where rank 3 exists
+    if pld.world_size() > 3:
+        pld.tensor.broadcast(pld.window(b, [1, S], dtype=pl.FP32),
+                             pld.window(sb, [NR], dtype=pl.INT32), root=3)
+    for r in pl.range(pld.world_size()):
+        con_row(outs[r], pld.window(b, [1, S], dtype=pl.FP32), device=r)
+    return outs
+
+
+GUARDED_ROOT = pytest.mark.xfail(
+    strict=True, raises=ProgramValueError,
+    reason="TC224 rejects broadcast(root=3) on the all-device domain of fewer ranks although "
+           "the call sits under `if pld.world_size() > 3` and can never run (the reference "
+           "checks the root only for an explicit device subset)")
+
+
+@pytest.mark.parametrize("n", [pytest.param(n, marks=[GUARDED_ROOT] if n <= 3 else [])
+                               for n in WORLD_SIZES])
+def test_host_broadcast_from_a_root_guarded_by_the_world_size(n):
+    xs = np.random.default_rng(4500 + n).standard_normal((n, 1, S)).astype(np.float32)
+    outs = np.full_like(xs, np.nan)
+    guarded_root_main(xs, outs, config=config_for(n))
+    # at 4 ranks the second broadcast runs too, from a root that already holds rank 0's row
+    np.testing.assert_array_equal(outs, np.broadcast_to(xs[0], xs.shape))
 
 
 # --------------------------------------------------------------- all_to_all_v

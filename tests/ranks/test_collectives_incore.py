@@ -20,7 +20,6 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from tilecomm.errors import ProgramValueError
 
 from programs_collectives import (GRID, SLOTS, STREAM_SIZES, a2av_counts, check_a2av,
                                   check_reduced, reduce_inputs)
@@ -131,12 +130,7 @@ def make_allreduce(DT, MODE, NR):
     return allreduce_main
 
 
-RING_ALONE = pytest.mark.xfail(
-    strict=True, raises=ProgramValueError,
-    reason="the runtime takes a [1, 1] ring signal at one rank, but the kernel signal rule "
-           "still demands shape[0] == 2*(NR-1) == 0, which no window can have")
-ALLREDUCE_CASES = [pytest.param(dt, mode, n, id=f"{dt.name}-{mode}-{n}",
-                                marks=[RING_ALONE] if mode == "ring" and n == 1 else [])
+ALLREDUCE_CASES = [pytest.param(dt, mode, n, id=f"{dt.name}-{mode}-{n}")
                    for dt in (pl.FP32, pl.FP16) for mode in ("mesh", "ring") for n in WORLD_SIZES]
 
 
