@@ -173,6 +173,8 @@ def waiter_violations(body):
     for s, _ in walk.stmts_in_loops(body):
         if isinstance(s, N.StoreIndex):
             return s, "a deferred waiter cannot create or update tensors"
+        # a registration's own operands are evaluated before it registers
+        defers = False
         for e in walk.exprs(s, shallow=True):
             if isinstance(e, N.FuncCall):
                 return e, "a deferred waiter cannot dispatch a kernel"
@@ -180,7 +182,7 @@ def waiter_violations(body):
                 continue
             rec = e.record
             if rec.defers:
-                registered = True
+                defers = True
                 continue
             if rec.effects - {Effect.READ}:
                 return e, (f"a deferred waiter cannot run {rec.name}: it may only read "
@@ -191,4 +193,5 @@ def waiter_violations(body):
                            f"registration begins ({rec.name})")
             if rec.effects and isinstance(e.type, (TensorType, TileType)):
                 return e, f"a deferred waiter cannot load tensors ({rec.name})"
+        registered = registered or defers
     return None

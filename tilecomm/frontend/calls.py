@@ -36,7 +36,7 @@ class CallParsing:
         if callee in control.TASK_FORMS:
             raise _err(ProgramSyntaxError, f"{callee.name}(...) opens a scope: use it in a with "
                        f"statement" + (" or as a for-loop iterator" if callee is control.spmd
-                                       else ""), span, "TC311")
+                                       else ""), span, "TC313")
         if isinstance(callee, control.SpecialForm):
             raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
                               if callee is not control.yield_ else

@@ -121,15 +121,16 @@ def defer_wait(signal, offsets, expected, *, cmp):
 @defer_wait.rule
 def _defer_wait(c):
     sig = c.type("signal")
+    if isinstance(sig, TensorType) and not (isinstance(c.arg("signal"), N.Var) and
+                                            isinstance(sig.origin, tuple) and
+                                            sig.origin[0] == "param"):
+        c.syntax_error("pld.system.defer_wait signal must be a window passed to the task "
+                       "directly (a function parameter), not a slice, view or alias",
+                       code="TC314", at="signal")
     if isinstance(sig, TensorType) and sig.dist and sig.dtype is not INT32:
         c.type_error(f"pld.system.defer_wait signal dtype must be INT32; got {sig.dtype.name}",
                      code="TC204", at="signal")
     _signal_cell(c, "signal", "signal")
-    if not (isinstance(sig.origin, tuple) and sig.origin[0] == "param") \
-            or not isinstance(c.arg("signal"), N.Var):
-        c.syntax_error("pld.system.defer_wait signal must be a window passed to the task "
-                       "directly (a function parameter), not a slice, view or alias",
-                       code="TC312", at="signal")
     c.integer("expected")
     v = const_value(c.arg("expected"))
     if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 2**31 - 1:
@@ -140,7 +141,7 @@ def _defer_wait(c):
     cmp = c.enum("cmp", WaitCmp)
     if cmp is not WaitCmp.Ge:
         c.value_error(f"pld.system.defer_wait only supports WaitCmp.Ge; got WaitCmp.{cmp.name}",
-                      code="TC219", at="cmp", hint="an Eq condition needs a blocking "
+                      code="TC225", at="cmp", hint="an Eq condition needs a blocking "
                       "pld.system.wait")
     return NONE
 

@@ -19,8 +19,9 @@ from .. import _native_core as native
 from . import control as C
 
 TASKS = -2             # WaitRecord.buffer of a rank whose waits are in its task area
-AREA = 16384           # bytes per rank
-LIST_MAX = 48          # entries per list in a snapshot (the rest are counted)
+AREA = 65536           # bytes per rank (pages are only touched when a rank publishes)
+LIST_MAX = 48          # queued / ready entries in a snapshot (the rest are counted)
+CONDS_MAX = 8          # conditions listed per deferred TaskId besides the pending one
 
 
 def area_size(world: int) -> int:
@@ -48,9 +49,10 @@ def snapshot(sched) -> dict:
                             "block": a.block, "blocks": t.blocks, "wait": _wait(a.wait)})
     for t in list(sched.live.values()):
         if t.state == 3:                                    # DEFERRED
-            deferred.append({"task": t.name, "loc": t.loc, "tid": t.tid,
-                             "at": watching.get(t.tid, 0),
-                             "conds": [_wait(r) for _, _, r in t.conds[:64]]})
+            at = watching.get(t.tid, 0)
+            deferred.append({"task": t.name, "loc": t.loc, "tid": t.tid, "at": at,
+                             "n": len(t.conds), "cur": _wait(t.conds[at][2]),
+                             "conds": [_wait(r) for _, _, r in t.conds[:CONDS_MAX]]})
     queued, ready = [], []
     for t in sched.live.values():
         if t.state == 0 and t not in sched.held:            # QUEUED on dependencies
@@ -64,7 +66,9 @@ def snapshot(sched) -> dict:
             seen.add(t.tid)
             ready.append({"task": t.name, "loc": t.loc, "tid": t.tid})
     held = [{"task": t.name, "loc": t.loc, "tid": t.tid} for t in sched.held]
-    return {"cores": sched.cores, "running": running, "deferred": deferred[:LIST_MAX],
+    # every blocked wait and every pending condition is listed (the monitor
+    # checks each); only the explanatory lists are bounded
+    return {"cores": sched.cores, "running": running, "deferred": deferred,
             "ready": ready[:LIST_MAX], "held": held[:LIST_MAX], "queued": queued[:LIST_MAX],
             "counts": {"deferred": len(deferred), "ready": len(ready), "held": len(held),
                        "queued": len(queued)},
@@ -75,14 +79,17 @@ def publish(rc, sched) -> None:
     """Every agent of ``rc``'s scheduler is asleep: publish the snapshot, then
     the rank's BLOCKED state."""
     data = json.dumps(snapshot(sched), separators=(",", ":")).encode()
-    while len(data) > AREA - 8:      # shed the least useful entries first
+    while len(data) > AREA - 8:      # shed the explanatory entries first
         snap = json.loads(data)
-        for key in ("queued", "ready", "held", "deferred"):
+        for key in ("queued", "ready", "held"):
             if snap[key]:
                 snap[key] = snap[key][:len(snap[key]) // 2]
                 break
         else:
-            break
+            if not any(d["conds"] for d in snap["deferred"]):
+                raise RuntimeError("scheduler snapshot does not fit its control area")
+            for d in snap["deferred"]:
+                d["conds"] = []
         data = json.dumps(snap, separators=(",", ":")).encode()
     addr = _area(rc.control, rc.device)
     ctypes.memmove(addr + 8, data, len(data))
