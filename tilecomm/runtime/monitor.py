@@ -130,8 +130,7 @@ def task_waits(run, rank: int, rec: C.WaitRecord):
     out = []
 
     def add(w, entry, core):
-        b = blocked_wait(run, rank, C.WaitRecord(w[0], w[1], w[2], w[3], w[4], -1, rec.func,
-                                                 w[5], w[6]))
+        b = blocked_wait(run, rank, taskplane.record(w, rec.func))
         if b is None:
             return False
         fields = {f: getattr(b, f) for f in b.__dataclass_fields__}

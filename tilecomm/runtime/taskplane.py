@@ -33,7 +33,14 @@ def _area(control, rank: int) -> int:
 
 
 def _wait(w):
-    return None if w is None else [w.buffer, w.index, w.cmp, w.expected, w.loc, w.cols, w.ndim]
+    """A WaitRecord as a list (the monitor rebuilds it with ``record``)."""
+    return None if w is None else [w.buffer, w.index, w.cmp, w.expected, w.loc, w.peer, w.cols,
+                                   w.ndim, w.coll, w.gen]
+
+
+def record(w: list, func: int) -> C.WaitRecord:
+    b, i, cmp, e, loc, peer, cols, ndim, coll, gen = w
+    return C.WaitRecord(b, i, cmp, e, loc, peer, func, cols, ndim, coll, gen)
 
 
 def snapshot(sched) -> dict:
