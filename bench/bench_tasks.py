@@ -67,20 +67,24 @@ def one_rank_independent(accs: pl.Out[pl.Tensor[[1, 1, 1], pl.INT32]],
 @pl.jit
 def relay(sig: SIG, role: pl.Scalar[pl.INT32], peer: pl.Scalar[pl.INT32],
           n: pl.Scalar[pl.INT32]):
+    # one round at a time: each task waits for the previous round's last task,
+    # so one deferred waiter per rank is pending and the figure is a latency
     last = pl.array.create(1, pl.TASK_ID)
     with pl.manual_scope():
         for i in pl.range(n):
             if role == 0:
-                with pl.at(level=pl.Level.CORE_GROUP, name_hint="publish", deps=[last]):
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="publish", deps=[last]) as pub:
                     pld.system.notify(sig, peer, [0, 0], i + 1, op=SET)
-                with pl.at(level=pl.Level.CORE_GROUP, name_hint="token_back") as back:
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="token_back",
+                           deps=[pub]) as back:
                     pld.system.defer_wait(sig, [0, 0], i + 1, cmp=GE)
                 last[0] = back
             else:
-                with pl.at(level=pl.Level.CORE_GROUP, name_hint="token") as got:
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="token", deps=[last]) as got:
                     pld.system.defer_wait(sig, [0, 0], i + 1, cmp=GE)
-                with pl.at(level=pl.Level.CORE_GROUP, name_hint="publish", deps=[got]):
+                with pl.at(level=pl.Level.CORE_GROUP, name_hint="publish", deps=[got]) as pub:
                     pld.system.notify(sig, peer, [0, 0], i + 1, op=SET)
+                last[0] = pub
 
 
 @pl.jit.incore

@@ -28,24 +28,24 @@ def _root(a: np.ndarray):
 class Access:
     __slots__ = ("task", "mode", "lo", "hi", "ptr", "shape", "strides", "itemsize", "key")
 
-    def __init__(self, task, mode: str, view: np.ndarray, key):
+    def __init__(self, task, mode: str, ptr: int, shape, strides, itemsize: int, key):
         self.task = task
         self.mode = mode
         self.key = key
-        self.ptr = view.__array_interface__["data"][0]
-        self.shape = view.shape
-        self.strides = view.strides
-        self.itemsize = view.itemsize
-        lo = hi = self.ptr
-        for n, s in zip(view.shape, view.strides):
+        self.ptr = ptr
+        self.shape = shape
+        self.strides = strides
+        self.itemsize = itemsize
+        lo = hi = ptr
+        for n, s in zip(shape, strides):
             if n == 0:
-                lo = hi = self.ptr
+                lo = hi = ptr
                 break
             if s >= 0:
                 hi += (n - 1) * s
             else:
                 lo += (n - 1) * s
-        self.lo, self.hi = lo, hi + view.itemsize
+        self.lo, self.hi = lo, hi + itemsize
 
     def same_region(self, other) -> bool:
         return self.ptr == other.ptr and self.shape == other.shape and \
@@ -74,25 +74,26 @@ class Access:
         return True                      # conservative: may only order more
 
 
-def region_view(value, offsets, extents):
-    """The array a task touches through ``value``: all of it, or the region
-    ``[offsets : offsets + extents]`` (extents apply to the innermost dims)."""
+def base_array(value):
+    """The array a task argument names (a window's local copy), or None."""
     a = value.local if isinstance(value, WindowView) else value
-    if not isinstance(a, np.ndarray):
-        return None
-    if offsets is None:
-        return a
-    nd = a.ndim
-    if len(offsets) != nd:
-        return a
-    ext = (1,) * (nd - len(extents)) + tuple(extents)
-    idx = []
-    for o, e, d in zip(offsets, ext, a.shape):
+    return a if isinstance(a, np.ndarray) else None
+
+
+def region(a: np.ndarray, offsets, extents):
+    """(first byte, shape) of ``a[offsets : offsets + extents]`` (extents apply
+    to the innermost dims), or of all of ``a`` when the region is not a valid
+    one (the task itself reports a bad region)."""
+    if offsets is None or len(offsets) != a.ndim:
+        return 0, a.shape
+    ext = (1,) * (a.ndim - len(extents)) + tuple(extents)
+    off = 0
+    for o, e, d, st in zip(offsets, ext, a.shape, a.strides):
         o, e = int(o), int(e)
         if o < 0 or o + e > d:
-            return a                     # the task itself reports the bad region
-        idx.append(slice(o, o + e))
-    return a[tuple(idx)]
+            return 0, a.shape
+        off += o * st
+    return off, tuple(int(e) for e in ext)
 
 
 class Tracker:
@@ -100,12 +101,29 @@ class Tracker:
 
     def __init__(self):
         self.by_root: dict = {}
+        # per argument array seen lately: (the array, its root's key, its address);
+        # asking numpy for an address costs more than the rest of an access
+        self._arrays: dict = {}
 
-    def add(self, task, mode: str, view: np.ndarray, infer: bool, preds: set) -> None:
-        """Register ``task``'s access; add the tasks it must wait for to ``preds``
+    def _describe(self, a: np.ndarray):
+        d = self._arrays.get(id(a))
+        if d is None or d[0] is not a:
+            if len(self._arrays) > 256:
+                self._arrays.clear()
+            d = self._arrays[id(a)] = (a, id(_root(a)), a.__array_interface__["data"][0])
+        return d
+
+    def release_arrays(self) -> None:
+        self._arrays.clear()
+
+    def add(self, task, mode: str, a: np.ndarray, offsets, extents, infer: bool,
+            preds: set) -> None:
+        """Register ``task``'s access to ``a[offsets : offsets + extents]`` (all
+        of ``a`` if offsets is None); add the tasks it must wait for to ``preds``
         (unless ``infer`` is false: a manual scope orders by explicit edges only)."""
-        key = id(_root(view))
-        acc = Access(task, mode, view, key)
+        _, key, ptr = self._describe(a)
+        off, shape = region(a, offsets, extents)
+        acc = Access(task, mode, ptr + off, shape, a.strides, a.itemsize, key)
         entries = self.by_root.setdefault(key, [])
         if infer:
             keep = []

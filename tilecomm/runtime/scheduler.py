@@ -33,7 +33,7 @@ from ..errors import RuntimeFault
 from ..transport.base import CMP_GE, WaitHooks
 from . import control as C
 from . import taskplane
-from .deps import Tracker, region_view
+from .deps import Tracker, base_array
 
 DEFER_SLOTS = 64           # deferred tasks tracked at once (upstream MAX_ASYNC_WAITS)
 CMP_GE_U = CMP_GE + 1      # unsigned >= (the native core's third comparison)
@@ -134,6 +134,7 @@ class Scheduler:
         self.core_idle = self.core_tokens = 0
         self.watch_idle = self.watch_tokens = 0
         self.main_sleeping = False
+        self.spare = 0                  # ready entries the running core will take itself
         self.agents: list = []
         self.core_agents: list = []
         self.watchers: list = []
@@ -165,9 +166,9 @@ class Scheduler:
                     if p is not None:
                         preds.add(p)
             for value, mode, offs, ext in acc:
-                view = region_view(value, offs, ext)
-                if view is not None:
-                    self.tracker.add(t, mode, view, not manual, preds)
+                a = base_array(value)
+                if a is not None:
+                    self.tracker.add(t, mode, a, offs, ext, not manual, preds)
             preds.discard(t)
             t.preds = tuple(preds)
             for p in preds:
@@ -189,6 +190,7 @@ class Scheduler:
                 while self.main_sleeping:
                     self.main_cv.wait()
             failure = self.failure
+            self.tracker.release_arrays()    # no view of this call's memory outlives it
         if failure is not None:
             raise failure
 
@@ -224,7 +226,12 @@ class Scheduler:
         if not t.blocks:
             self._body_done(t)
             return
-        for _ in range(min(t.blocks, self.core_idle)):
+        wake = t.blocks
+        if self.spare:                   # the core that completed a task takes one itself
+            taken = min(self.spare, wake)
+            self.spare -= taken
+            wake -= taken
+        for _ in range(min(wake, self.core_idle)):
             self.core_idle -= 1
             self.core_tokens += 1
             self._wake_agent()
@@ -320,7 +327,11 @@ class Scheduler:
                     continue
                 t.left -= 1
                 if t.left == 0:
+                    # a dependent made ready here is picked up by this core on its
+                    # next turn: waking an idle one would only make them race
+                    self.spare = 1
                     self._body_done(t)
+                    self.spare = 0
         finally:
             lock.release()
 
