@@ -266,3 +266,79 @@ def test_kernel_calls_are_tasks_ordered_by_their_parameters(n):
 def test_independent_tasks_any_core_count(cores):
     xs, ys = run(host(chip_spmd_for), 2, cores=cores)
     np.testing.assert_array_equal(ys, xs * 3)
+
+
+# ------------------------------------------------------------------ class form
+@pl.program
+class Submitted:
+    """pl.submit / pl.spmd_submit: kernel calls as tasks with TaskIds."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def gated(self, x: X, y: Y, sig: SIG) -> pl.Tensor[[2, N], pl.INT32]:
+        pld.system.wait(sig, [0, GATE], 1, cmp=GE)
+        y = pl.store(pl.load(x, [0, 0], [2, N]), [0, 0], y)
+        return y
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def double_block(self, y: Y, sig: SIG) -> pl.Tensor[[2, N], pl.INT32]:
+        b = pl.get_block_idx()
+        y = pl.store(pl.mul(pl.load(y, [b, 0], [1, N]), 2), [b, 0], y)
+        return y
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def opener(self, sig: SIG):
+        pld.system.notify(sig, pld.rank(pld.get_comm_ctx(sig)), [0, GATE], 1, op=SET)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip(self, x: X, y: Y, sig: SIG):
+        with pl.manual_scope():
+            y, first = pl.submit(self.gated, x, y, sig)
+            y, second = pl.spmd_submit(self.double_block, y, sig, core_num=2, deps=[first])
+            last = pl.submit(self.opener, sig)
+        return y
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def main(self, xs: pl.Tensor[[NR, 2, N], pl.INT32],
+             ys: pl.Out[pl.Tensor[[NR, 2, N], pl.INT32]]):
+        sbuf = pld.alloc_window_buffer([1, 4], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            self.chip(xs[r], ys[r], pld.window(sbuf, [1, 4], dtype=pl.INT32), device=r)
+        return ys
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_class_form_submit_and_spmd_submit(n):
+    import tilecomm
+    compiled = tilecomm.ir.compile(Submitted, distributed_config=config_for(n).dist)
+    xs = np.arange(n * 2 * N, dtype=np.int32).reshape(n, 2, N) + 1
+    ys = np.zeros_like(xs)
+    compiled(xs, ys, config=config_for(n, cores=3))
+    np.testing.assert_array_equal(ys, xs * 2)
+
+
+# ------------------------------------------------------------------ inline chip scopes
+@pl.jit.incore
+def add_one(x: X, y: Y) -> pl.Tensor[[2, N], pl.INT32]:
+    y = pl.store(pl.add(pl.load(x, [0, 0], [2, N]), 1), [0, 0], y)
+    return y
+
+
+@pl.jit.host
+def inline_chips(xs: pl.Tensor[[NR, 2, N], pl.INT32], ys: pl.Out[pl.Tensor[[NR, 2, N], pl.INT32]]):
+    for r in pl.range(pld.world_size()):
+        with pl.at(level=pl.Level.CHIP, role=pl.Role.Orchestrator):
+            add_one(xs[r], ys[r])
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="second_row"):
+                y2 = ys[r]
+                y2 = pl.store(pl.mul(pl.load(y2, [1, 0], [1, N]), 2), [1, 0], y2)
+    return ys
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_inline_chip_scopes_in_a_host_orchestrator(n):
+    xs = np.arange(n * 2 * N, dtype=np.int32).reshape(n, 2, N)
+    ys = np.zeros_like(xs)
+    inline_chips(xs, ys, config=config_for(n))
+    want = xs + 1
+    want[:, 1] *= 2
+    np.testing.assert_array_equal(ys, want)

@@ -994,10 +994,21 @@ def chip_task_returns(x: X, y: Y, win: WIN, sig: SIG):
 
 
 @pl.jit.host
-def host_inline_chip(xs: XS, ys: YS):
+def host_inline_chip_window(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    w = pld.window(wbuf, [R, C], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], w, pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
     with pl.at(level=pl.Level.CHIP, role=pl.Role.Orchestrator):  # E:TC313
-        ys = pl.create_tensor([W, R, C], pl.FP32)
+        pl.write(ys[0], [0, 0, 0], pl.read(w, [0, 0]))
     return ys
+
+
+@pl.jit
+def chip_submit_not_a_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.submit(x, y)  # E:TC313
+    return y
 
 
 @pl.jit.incore

@@ -284,7 +284,8 @@ CASES += [
     (B.chip_deps_not_taskid, "TC313", TYPE, "x]", ["TaskIds", "got Tensor[2, 8]"]),
     (B.chip_at_as_call, "TC313", SYNTAX, "pl.at(", ["with statement"]),
     (B.chip_task_returns, "TC313", SYNTAX, "return", ["cannot return"]),
-    (B.host_inline_chip, "TC313", SYNTAX, "pl.at(", ["not supported yet"]),
+    (B.host_inline_chip_window, "TC313", TYPE, "with", ["comm-less", "'w'"]),
+    (B.chip_submit_not_a_kernel, "TC313", SYNTAX, "x, y", ["InCore kernel", "got x"]),
     # deferred completion
     (B.k_defer_in_kernel, "TC314", SYNTAX, "pld.system.defer_wait(",
      ["dedicated top-level", "CORE_GROUP"]),

@@ -82,10 +82,22 @@ def body_accesses(fn: N.FunctionIR, subst=None) -> dict:
     """param index -> list of (mode, offsets | None, extents | None)."""
     stable = {p.name for p in fn.params} - _assigned(fn.body)
     out: dict = {}
+    # names bound to a view of a parameter (v = t[1:2, :]) alias it
+    alias: dict = {}
+    for s, _ in walk.stmts_in_loops(fn.body):
+        if isinstance(s, N.Assign) and len(s.targets) == 1:
+            v = s.value.value if isinstance(s.value, N.Index) else s.value
+            i = walk.param_index(v) if not isinstance(v, N.Var) or v.name not in alias \
+                else alias[v.name]
+            if i is not None and isinstance(s.value, (N.Index, N.Var)):
+                alias[s.targets[0]] = i
 
     def note(expr, mode, region=None):
         base = expr.value if isinstance(expr, N.Index) else expr
         i = walk.param_index(base)
+        if i is None and isinstance(base, N.Var) and base.name in alias:
+            i = alias[base.name]
+            region = None
         if i is None or not isinstance(fn.params[i].type, TensorType):
             return
         if isinstance(expr, N.Index):

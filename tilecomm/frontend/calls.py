@@ -33,6 +33,9 @@ class CallParsing:
                               "called")
         if isinstance(callee, OpStub):
             return self._op(callee.record, node)
+        if callee in control.SUBMIT_FORMS:
+            raise _err(ProgramSyntaxError, f"{callee.name}(...) is a statement of its own: "
+                       f"outs..., tid = {callee.name}(self.kernel, ...)", span, "TC313")
         if callee in control.TASK_FORMS:
             raise _err(ProgramSyntaxError, f"{callee.name}(...) opens a scope: use it in a with "
                        f"statement" + (" or as a for-loop iterator" if callee is control.spmd

@@ -25,7 +25,7 @@ from ..ops.registry import lookup
 from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
 from .calls import CallParsing
-from .scopes import ScopeParsing, kernel_tasks
+from .scopes import ScopeParsing, SubmitParsing, kernel_tasks
 from .common import _PY, _err
 from .fold import fold
 
@@ -36,7 +36,7 @@ _SHAPED_BINOP = {"+": pl_ops.add, "-": pl_ops.sub, "*": pl_ops.mul, "/": pl_ops.
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class FunctionParser(CallParsing, ScopeParsing):
+class FunctionParser(CallParsing, ScopeParsing, SubmitParsing):
     def __init__(self, builder, kfn, src, fn_ir: N.FunctionIR):
         self.b = builder
         self.kfn = kfn
@@ -101,6 +101,9 @@ class FunctionParser(CallParsing, ScopeParsing):
             raise self.syntax(s, "pl.yield_(...) must be assigned: out = pl.yield_(...)",
                               "TC309")
         self._standalone = s.value
+        if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.submit) or \
+                isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.spmd_submit):
+            return self.submit_stmt(None, s.value, s)
         return N.ExprStmt(self.span(s), self.expr(s.value))
 
     def s_assign(self, s: ast.Assign):
@@ -125,6 +128,9 @@ class FunctionParser(CallParsing, ScopeParsing):
         span = self.span(s)
         if isinstance(value_node, ast.Call) and self._is_form(value_node.func, control.yield_):
             return self._yield(target, value_node, s)
+        if isinstance(value_node, ast.Call) and any(self._is_form(value_node.func, f)
+                                                     for f in control.SUBMIT_FORMS):
+            return self.submit_stmt(target, value_node, s)
         rec = self._record_of(value_node.func) if isinstance(value_node, ast.Call) else None
         if rec is not None and rec.declares_buffer:
             if not isinstance(target, ast.Name):

@@ -15,9 +15,10 @@ import ast
 from ..dtypes import INDEX, TASK_ID
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import forms as control
+from ..ir.functions import KernelFunction
 from ..ir import nodes as N
 from ..ir import walk
-from ..ir.enums import Level, ScopeMode
+from ..ir.enums import Level, Role, ScopeMode
 from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
 from ..ir.types import ANY, NONE, ScalarType, TaskIdType, TensorType
 from ..ops import pl_ops
@@ -155,10 +156,15 @@ class ScopeParsing:
             raise _err(ProgramValueError, f"pl.at level must be a pl.Level member; got "
                        f"{level!r}", self.span(kw["level"]), "TC214")
         if self.kind == HOST:
-            raise self._scope_err(call, "inline chip scopes (pl.at(level=pl.Level.CHIP, "
-                                  "role=pl.Role.Orchestrator)) in a HOST orchestrator are not "
-                                  "supported yet", "TC313",
-                                  hint="dispatch a @pl.jit chip function with device=r")
+            role = const_value(self.expr(kw["role"])) if "role" in kw else None
+            if level is not Level.CHIP or role is not Role.Orchestrator:
+                raise self._scope_err(call, "in a HOST orchestrator pl.at opens an inline chip "
+                                      "scope: pl.at(level=pl.Level.CHIP, "
+                                      "role=pl.Role.Orchestrator)")
+            if target is not None:
+                raise self._scope_err(s.items[0].optional_vars, "an inline chip scope is a "
+                                      "dispatch, not a task: it has no TaskId")
+            return self._inline_chip(s, call)
         self._check_task_place(call, "pl.at(...)")
         if level is not Level.CORE_GROUP:
             raise _err(ProgramValueError, f"in a chip orchestration function pl.at opens a "
@@ -187,6 +193,47 @@ class ScopeParsing:
                 raise _err(ProgramTypeError, f"no_dep_args names tensors; '{e.id}' is "
                            f"{describe(self.env.get(e.id))}", self.span(e), "TC313")
         return {e.id for e in node.elts}
+
+    def _inline_chip(self, s, call):
+        """The body becomes a chip orchestration function dispatched without
+        device= (comm-less: the host runtime places it round-robin)."""
+        span = self.span(s)
+        for n in ast.walk(s):
+            if isinstance(n, ast.Return):
+                raise self._scope_err(n, "an inline chip scope cannot return; its results are "
+                                      "the host tensors it writes")
+        used = {n.id for st in s.body for n in ast.walk(st)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        captured = [name for name in self.env if name in used]
+        outer_env, outer_loops = dict(self.env), dict(self.loops)
+        params = []
+        for k, name in enumerate(captured):
+            t = outer_env[name]
+            if isinstance(t, TensorType) and t.dist:
+                raise _err(ProgramTypeError, f"an inline chip scope is comm-less: it cannot "
+                           f"use the window '{name}'", span, "TC313",
+                           hint="pass windows to a @pl.jit function dispatched with device=r")
+            if isinstance(t, TensorType):
+                t = t.with_(origin=("param", k))
+            params.append(N.Param(name, t, span))
+            self.env[name] = t
+        fname = f"{self.fn.name}__chip_{len(self.b.functions)}"
+        fn_ir = N.FunctionIR(name=fname, kind=ORCH, params=params, body=[], span=span,
+                             py_name=f"{self.fn.py_name}.chip", ret_type=NONE)
+        self.b.functions[fname] = fn_ir
+        saved = self.kind, self.fn, self.returns
+        self.kind, self.fn, self.returns = ORCH, fn_ir, []
+        try:
+            body = self.block(s.body)
+            if fn_ir.tasks:
+                body = kernel_tasks(body, self)
+        finally:
+            self.kind, self.fn, self.returns = saved
+            self.env, self.loops = outer_env, outer_loops
+        fn_ir.body = body
+        fc = N.FuncCall(NONE, span, fn_ir, [N.Var(outer_env[n], span, n) for n in captured],
+                        None, frozenset(range(self.b.world)))
+        return N.ExprStmt(span, fc)
 
     # ------------------------------------------------------------ pl.spmd
     def _spmd(self, s, call, target, block_var):
@@ -357,6 +404,68 @@ class ScopeParsing:
     def block_idx_read(self):
         if self.task is not None:
             self.task.block_read = True
+
+
+_SUBMIT_KW = {"deps", "dumps", "allow_early_resolve", "predicate", "name_hint"}
+
+
+class SubmitParsing:
+    """Mixin of ``FunctionParser``: ``pl.submit`` / ``pl.spmd_submit`` (class form)."""
+
+    def submit_stmt(self, target, call: ast.Call, s):
+        form = self._value(call.func)
+        span = self.span(s)
+        spmd = form is control.spmd_submit
+        allowed = _SUBMIT_KW | ({"core_num", "sync_start"} if spmd else set())
+        kw = self._kwargs(call, allowed, form.name)
+        self._check_task_place(call, f"{form.name}(...)")
+        if not call.args:
+            raise _err(ProgramTypeError, f"{form.name}() takes the kernel first: "
+                       f"{form.name}(self.kernel, *args)", self.span(call), "TC103")
+        callee = self._value(call.args[0])
+        if not isinstance(callee, KernelFunction) or callee.kind != INCORE:
+            raise self._scope_err(call.args[0], f"{form.name}() submits an InCore kernel "
+                                  f"(self.<kernel>); got {ast.unparse(call.args[0])}")
+        if "predicate" in kw:
+            raise self._scope_err(kw["predicate"], f"{form.name}(predicate=...) is not "
+                                  f"supported")
+        blocks = None
+        if spmd:
+            if "core_num" not in kw:
+                raise _err(ProgramTypeError, "pl.spmd_submit() needs core_num=",
+                           self.span(call), "TC103")
+            blocks = self.expr(kw["core_num"])
+            v = const_value(blocks)
+            if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
+                raise _err(ProgramValueError, f"pl.spmd_submit core_num must be positive; got "
+                           f"{v}", self.span(kw["core_num"]), "TC210")
+            self._static_bool(kw, "sync_start", form.name)
+        self._static_bool(kw, "allow_early_resolve", form.name)
+        deps = self._deps(kw.get("deps"))
+        inner = ast.Call(func=call.args[0], args=call.args[1:], keywords=[])
+        ast.copy_location(inner, call)
+        fc = self._func_call(callee, inner)
+        rp = fc.func.returns_param
+        results = list(rp) if isinstance(rp, tuple) else ([] if rp is None else [rp])
+        names = [] if target is None else \
+            [target.id] if isinstance(target, ast.Name) else \
+            [e.id for e in target.elts] if isinstance(target, (ast.Tuple, ast.List)) and \
+            all(isinstance(e, ast.Name) for e in target.elts) else None
+        if names is None or names and len(names) != len(results) + 1 or \
+                any(i is None for i in results):
+            raise self._scope_err(s, f"{form.name}() gives the kernel's results (the tensors "
+                                  f"it returns: {len(results)}) and then the TaskId; assign "
+                                  f"{len(results) + 1} name(s)")
+        self.fn.tasks = True
+        hint = self._name_hint(kw, form.name) or fc.func.py_name.rsplit(".", 1)[-1]
+        out = [N.TaskScope(span, fc, hint, names[-1] if names else None, deps, blocks,
+                           manual=bool(self.manual), kind="call")]
+        for name, i in zip(names[:-1], results):
+            out.append(N.Assign(span, [name], fc.args[i]))
+            self.env[name] = fc.args[i].type
+        if names:
+            self.env[names[-1]] = ScalarType(TASK_ID)
+        return out
 
 
 def kernel_tasks(body, parser) -> list:

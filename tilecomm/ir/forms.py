@@ -31,3 +31,8 @@ manual_scope = SpecialForm("pl.manual_scope", "with pl.manual_scope(): tasks ins
 scope = SpecialForm("pl.scope", "with pl.scope(mode=pl.ScopeMode.MANUAL | AUTO): a dependency "
                     "tracking scope.")
 TASK_FORMS = (at, spmd, manual_scope, scope)
+submit = SpecialForm("pl.submit", "outs..., tid = pl.submit(self.kernel, *args, deps=[...]): "
+                     "the kernel call as one task (class form).")
+spmd_submit = SpecialForm("pl.spmd_submit", "outs..., tid = pl.spmd_submit(self.kernel, *args, "
+                          "core_num=n): the kernel as one task of n blocks (class form).")
+SUBMIT_FORMS = (submit, spmd_submit)

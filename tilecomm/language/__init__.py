@@ -8,7 +8,8 @@ from ..ops.pl_ops import (add, cast, const, create_tensor, div, load, max, maxim
                           mul, read, slice, store, sub, write)
 from ..ops.pl_ops import create as _tile_create, full as _tile_full
 from ..ops.pl_ops import array_create as _array_create, get_block_idx
-from .control import at, manual_scope, parallel, range, scope, spmd, unroll, yield_
+from .control import (at, manual_scope, parallel, range, scope, spmd, spmd_submit, submit, unroll,
+                      yield_)
 from .jit import function, jit, program
 from .typing import InOut, Out, Scalar, TaskId, Tensor, Tuple, dynamic
 
@@ -26,4 +27,4 @@ __all__ = ["BF16", "BOOL", "FP16", "FP32", "FP64", "INDEX", "INT8", "INT16", "IN
            "maximum", "min", "minimum", "mul", "read", "slice", "store", "sub", "write",
            "parallel", "range", "unroll", "yield_", "function", "jit", "program", "InOut", "Out",
            "Scalar", "TaskId", "Tensor", "Tuple", "dynamic", "tile", "tensor", "array", "at",
-           "spmd", "manual_scope", "scope", "ScopeMode", "get_block_idx"]
+           "spmd", "manual_scope", "scope", "ScopeMode", "get_block_idx", "submit", "spmd_submit"]
