@@ -342,3 +342,40 @@ def test_inline_chip_scopes_in_a_host_orchestrator(n):
     want = xs + 1
     want[:, 1] *= 2
     np.testing.assert_array_equal(ys, want)
+
+
+# ------------------------------------------------------------------ collectives in tasks
+S = 37
+
+
+@pl.jit
+def chip_collective(x: pl.Tensor[[1, S], pl.FP32], y: pl.Out[pl.Tensor[[2, S], pl.FP32]],
+                    data: pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]],
+                    sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="reduce"):
+        data = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], data)
+        data = pld.tensor.allreduce(data, sig, op=pld.ReduceOp.Sum)
+        y = pl.store(pl.load(data, [0, 0], [1, S]), [0, 0], y)
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="local"):
+        y = pl.store(pl.mul(pl.load(x, [0, 0], [1, S]), 2.0), [1, 0], y)
+    return y
+
+
+@pl.jit.host
+def collective_main(xs: pl.Tensor[[NR, 1, S], pl.FP32],
+                    ys: pl.Out[pl.Tensor[[NR, 2, S], pl.FP32]]):
+    dbuf = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        chip_collective(xs[r], ys[r], pld.window(dbuf, [1, S], dtype=pl.FP32),
+                        pld.window(sbuf, [NR, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_a_collective_inside_a_task(n):
+    xs = np.random.default_rng(n).integers(-9, 9, (n, 1, S)).astype(np.float32)
+    ys = np.zeros((n, 2, S), np.float32)
+    collective_main(xs, ys, config=config_for(n))
+    np.testing.assert_array_equal(ys[:, 0], np.broadcast_to(xs[:, 0].sum(axis=0), (n, S)))
+    np.testing.assert_array_equal(ys[:, 1], xs[:, 0] * 2)

@@ -135,6 +135,8 @@ class Scheduler:
         self.watch_idle = self.watch_tokens = 0
         self.main_sleeping = False
         self.spare = 0                  # ready entries the running core will take itself
+        self.stopping = False
+        self.threads: list = []
         self.agents: list = []
         self.core_agents: list = []
         self.watchers: list = []
@@ -203,6 +205,20 @@ class Scheduler:
             failure = self.failure
         return failure if isinstance(exc, TaskAbort) else exc
 
+    def shutdown(self):
+        """Let idle cores and watchers exit and join them (a rank process
+        simply exits; this is for schedulers that live in a longer process)."""
+        with self.lock:
+            self.stopping = True
+            self.core_tokens += self.core_idle
+            self.watch_tokens += self.watch_idle
+            self.active += self.core_idle + self.watch_idle
+            self.core_idle = self.watch_idle = 0
+            self.core_cv.notify_all()
+            self.watch_cv.notify_all()
+        for th in self.threads:
+            th.join()
+
     # ------------------------------------------------------------ bookkeeping (lock held)
     def _wake_agent(self):
         if self.active == 0:
@@ -238,7 +254,7 @@ class Scheduler:
             self.core_cv.notify()
 
     def _body_done(self, t):
-        if t.conds:
+        if t.conds and not self._all_hold(t.conds):
             t.state = DEFERRED
             self.watch.append(t)
             if self.watch_idle:
@@ -251,6 +267,12 @@ class Scheduler:
                 self._thread(self._watcher, "watcher", self.watchers)
             return
         self._complete(t)
+
+    def _all_hold(self, conds) -> bool:
+        """Every condition already true (a counter that arrived before the
+        waiter registered): the TaskId completes at once, no watcher involved."""
+        read = self.rc.transport.read_cell
+        return all((read(cell) & 0xFFFFFFFF) >= expected for cell, expected, _ in conds)
 
     def _complete(self, t):
         t.state = DONE
@@ -291,6 +313,7 @@ class Scheduler:
         ctx.sched = self
         th = threading.Thread(target=target, args=(agent, ctx), daemon=True,
                               name=f"tilecomm-{kind}-{agent.index}")
+        self.threads.append(th)
         if kind == "core":
             self.active += 1             # cores start active and go idle at once
         th.start()
@@ -304,6 +327,8 @@ class Scheduler:
         try:
             while True:
                 while not self.ready or self.failure is not None:
+                    if self.stopping:
+                        return
                     self.core_idle += 1
                     self._idle_agent()
                     while not self.core_tokens:
@@ -314,7 +339,9 @@ class Scheduler:
                 agent.task, agent.block = t, b
                 lock.release()
                 try:
-                    ctx.task, ctx.block_idx, ctx.func_id = t, b, self.rc.func_id
+                    # what the worker sets per dispatch, as of this task's dispatch
+                    ctx.task, ctx.block_idx = t, b
+                    ctx.func_id, ctx.image = self.rc.func_id, self.rc.image
                     t.fn(ctx, *t.args)
                     exc = None
                 except BaseException as e:   # reported by the orchestrating thread
@@ -341,6 +368,8 @@ class Scheduler:
         try:
             while True:
                 while not self.watch:
+                    if self.stopping:
+                        return
                     self.watch_idle += 1
                     self._idle_agent()
                     while not self.watch_tokens:
@@ -348,6 +377,7 @@ class Scheduler:
                     self.watch_tokens -= 1
                 t = self.watch.popleft()
                 agent.task = t
+                ctx.func_id, ctx.image = self.rc.func_id, self.rc.image
                 lock.release()
                 try:
                     for i, (cell, expected, record) in enumerate(t.conds):
