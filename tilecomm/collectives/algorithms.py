@@ -95,7 +95,9 @@ def _check_mesh_signal(name, signal, lanes=1):
 
 def _check_ring_signal(name, signal, extra_row):
     n = signal.nranks
-    rows = 2 * (n - 1) + (1 if extra_row else 0)
+    # one rank has no ring rounds, but a signal cannot have a zero-size
+    # dimension: [1, 1] then
+    rows = max(1, 2 * (n - 1) + (1 if extra_row else 0))
     if tuple(signal.shape) != (rows, n):
         raise _fault(f"{name} mode=\"ring\": signal '{signal.buffer.name}' has shape "
                      f"{list(signal.shape)}; a ring over {n} rank(s) needs [{rows}, {n}]",

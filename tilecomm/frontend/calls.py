@@ -35,11 +35,11 @@ class CallParsing:
             return self._op(callee.record, node)
         if callee in control.SUBMIT_FORMS:
             raise _err(ProgramSyntaxError, f"{callee.name}(...) is a statement of its own: "
-                       f"outs..., tid = {callee.name}(self.kernel, ...)", span, "TC313")
+                       f"outs..., tid = {callee.name}(self.kernel, ...)", span, "TC330")
         if callee in control.TASK_FORMS:
             raise _err(ProgramSyntaxError, f"{callee.name}(...) opens a scope: use it in a with "
                        f"statement" + (" or as a for-loop iterator" if callee is control.spmd
-                                       else ""), span, "TC313")
+                                       else ""), span, "TC330")
         if isinstance(callee, control.SpecialForm):
             raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
                               if callee is not control.yield_ else

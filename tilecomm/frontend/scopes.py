@@ -50,7 +50,7 @@ class ScopeParsing:
     manual = 0           # depth of manual scopes around the statement
     _standalone = None   # the call of the expression statement being parsed
 
-    def _scope_err(self, node, msg, code="TC313", hint=None, cls=ProgramSyntaxError):
+    def _scope_err(self, node, msg, code="TC330", hint=None, cls=ProgramSyntaxError):
         return _err(cls, msg, self.span(node), code, hint)
 
     def s_with(self, s: ast.With):
@@ -133,7 +133,7 @@ class ScopeParsing:
             if not ok:
                 raise _err(ProgramTypeError, f"deps= entries are TaskIds (as tid of a task "
                            f"scope) or pl.TASK_ID arrays; got {describe(t)}", self.span(e),
-                           "TC313")
+                           "TC330")
             out.append(x)
         return out
 
@@ -169,7 +169,7 @@ class ScopeParsing:
         if level is not Level.CORE_GROUP:
             raise _err(ProgramValueError, f"in a chip orchestration function pl.at opens a "
                        f"task at level=pl.Level.CORE_GROUP; got pl.Level.{level.name}",
-                       self.span(kw["level"]), "TC313")
+                       self.span(kw["level"]), "TC330")
         early = self._static_bool(kw, "allow_early_resolve", "pl.at")
         ctx = TaskCtx("at", span, early)
         excluded = self._no_dep_args(kw.get("no_dep_args"))
@@ -179,7 +179,7 @@ class ScopeParsing:
         if node.waiter and early:
             raise _err(ProgramValueError, "a pl.at task containing pld.system.defer_wait cannot "
                        "use allow_early_resolve=True: its consumers must start only after "
-                       "its TaskId completes", self.span(kw["allow_early_resolve"]), "TC314")
+                       "its TaskId completes", self.span(kw["allow_early_resolve"]), "TC331")
         return node
 
     def _no_dep_args(self, node):
@@ -191,7 +191,7 @@ class ScopeParsing:
         for e in node.elts:
             if not isinstance(self.env.get(e.id), TensorType):
                 raise _err(ProgramTypeError, f"no_dep_args names tensors; '{e.id}' is "
-                           f"{describe(self.env.get(e.id))}", self.span(e), "TC313")
+                           f"{describe(self.env.get(e.id))}", self.span(e), "TC330")
         return {e.id for e in node.elts}
 
     def _inline_chip(self, s, call):
@@ -211,7 +211,7 @@ class ScopeParsing:
             t = outer_env[name]
             if isinstance(t, TensorType) and t.dist:
                 raise _err(ProgramTypeError, f"an inline chip scope is comm-less: it cannot "
-                           f"use the window '{name}'", span, "TC313",
+                           f"use the window '{name}'", span, "TC330",
                            hint="pass windows to a @pl.jit function dispatched with device=r")
             if isinstance(t, TensorType):
                 t = t.with_(origin=("param", k))
@@ -375,18 +375,18 @@ class ScopeParsing:
         bad = waiter_violations(body)
         if bad is not None:
             node, msg = bad
-            raise _err(ProgramSyntaxError, msg, node.span, "TC314",
+            raise _err(ProgramSyntaxError, msg, node.span, "TC331",
                        "put the continuation in its own task with deps=[wait_tid]")
         n = _count_conditions(body)
         if n is None or n[0] is None:
             at = n[1] if n else None
             raise _err(ProgramValueError, "a loop that registers pld.system.defer_wait "
                        "conditions must have a statically known positive trip count",
-                       at.span if at is not None else None, "TC314")
+                       at.span if at is not None else None, "TC331")
         if n[0] > MAX_CONDITIONS:
             raise _err(ProgramValueError, f"a deferred waiter supports at most "
                        f"{MAX_CONDITIONS} conditions, but this one may register {n[0]}",
-                       n[1].span, "TC226", hint="split the conditions over several waiters")
+                       n[1].span, "TC241", hint="split the conditions over several waiters")
 
     def deferred_call_check(self, record, node):
         """Where a ``defers`` op may be called (from ``_op_call``)."""
@@ -394,12 +394,12 @@ class ScopeParsing:
             where = "under pl.spmd" if self.task is not None else "here"
             raise _err(ProgramSyntaxError, f"pld.system.defer_wait must be the body of a "
                        f"dedicated top-level pl.at(level=pl.Level.CORE_GROUP) waiter task; "
-                       f"it is used {where}", self.span(node), "TC314",
+                       f"it is used {where}", self.span(node), "TC331",
                        hint="with pl.at(level=pl.Level.CORE_GROUP) as wait_tid: "
                             "pld.system.defer_wait(...)")
         if node is not self._standalone:
             raise _err(ProgramSyntaxError, "pld.system.defer_wait is side-effect-only and must "
-                       "be used as a standalone statement", self.span(node), "TC314")
+                       "be used as a standalone statement", self.span(node), "TC331")
 
     def block_idx_read(self):
         if self.task is not None:
@@ -493,7 +493,7 @@ def kernel_tasks(body, parser) -> list:
                     raise _err(ProgramSyntaxError, f"in a function that submits tasks, a "
                                f"kernel's result is only available as the tensor it writes; "
                                f"{call.func.py_name} returns a value that is not one of its "
-                               f"arguments", s.span, "TC313")
+                               f"arguments", s.span, "TC330")
                 value = call.args[idx[0]] if not isinstance(rp, tuple) else \
                     N.TupleExpr(call.type, s.span, [call.args[i] for i in idx])
                 out.append(N.Assign(s.span, s.targets, value))

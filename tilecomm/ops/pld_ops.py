@@ -126,7 +126,7 @@ def _defer_wait(c):
                                             sig.origin[0] == "param"):
         c.syntax_error("pld.system.defer_wait signal must be a window passed to the task "
                        "directly (a function parameter), not a slice, view or alias",
-                       code="TC314", at="signal")
+                       code="TC331", at="signal")
     if isinstance(sig, TensorType) and sig.dist and sig.dtype is not INT32:
         c.type_error(f"pld.system.defer_wait signal dtype must be INT32; got {sig.dtype.name}",
                      code="TC204", at="signal")
@@ -141,7 +141,7 @@ def _defer_wait(c):
     cmp = c.enum("cmp", WaitCmp)
     if cmp is not WaitCmp.Ge:
         c.value_error(f"pld.system.defer_wait only supports WaitCmp.Ge; got WaitCmp.{cmp.name}",
-                      code="TC225", at="cmp", hint="an Eq condition needs a blocking "
+                      code="TC240", at="cmp", hint="an Eq condition needs a blocking "
                       "pld.system.wait")
     return NONE
 
