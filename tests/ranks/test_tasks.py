@@ -379,3 +379,27 @@ def test_a_collective_inside_a_task(n):
     collective_main(xs, ys, config=config_for(n))
     np.testing.assert_array_equal(ys[:, 0], np.broadcast_to(xs[:, 0].sum(axis=0), (n, S)))
     np.testing.assert_array_equal(ys[:, 1], xs[:, 0] * 2)
+
+
+@pl.jit
+def chip_other_forms(x: X, y: Y, sig: SIG):
+    # pl.scope(mode=MANUAL) is pl.manual_scope(); pl.at takes its level by position;
+    # a plain `with pl.spmd(n):` reads the block index itself
+    with pl.scope(mode=pl.ScopeMode.MANUAL):
+        with pl.at(pl.Level.CORE_GROUP, name_hint="waits"):
+            pld.system.wait(sig, [0, GATE], 1, cmp=GE)
+            y = pl.store(pl.load(x, [0, 0], [2, N]), [0, 0], y)
+        with pl.spmd(2):
+            b = pl.get_block_idx()
+            y = pl.store(pl.load(x, [b, 0], [1, N]), [b, 0], y)
+            pld.system.notify(sig, pld.rank(pld.get_comm_ctx(sig)), [0, GATE], 1, op=SET)
+    with pl.scope(mode=pl.ScopeMode.AUTO):
+        with pl.at(pl.Level.CORE_GROUP, name_hint="after"):
+            y = pl.store(pl.mul(pl.load(y, [0, 0], [2, N]), 2), [0, 0], y)
+    return y
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_scope_modes_positional_level_and_plain_spmd(n):
+    xs, ys = run(host(chip_other_forms), n, cores=3)
+    np.testing.assert_array_equal(ys, xs * 2)

@@ -122,6 +122,12 @@ class FunctionEmitter:
     def s_TaskScope(self, s, ind):
         call = s.call
         args = [self.e(a) for a in call.args]
+        if any(not a.isidentifier() for a in args):
+            # arguments are evaluated once: the call and the tracked accesses share them
+            tup = f"_ta{self.tmp}"
+            self.tmp += 1
+            self.emit(f"{tup} = ({''.join(a + ', ' for a in args)})", ind, s.span)
+            args = [f"{tup}[{i}]" for i in range(len(args))]
         acc = []
         for a in s.accesses:
             offs = literal(None) if a.offsets is None else \
