@@ -241,3 +241,14 @@ def test_a_negative_runtime_expected_fails_naming_the_task(n):
     assert e.error_code == "TC503"
     assert "in task 'deferred_wait'" in str(e) and "[0, INT32_MAX]" in str(e)
     assert e.span.line == line_of(deferred, "pld.system.defer_wait(")
+
+
+@pytest.mark.parametrize("platform", ["a2a3", "a5"])
+def test_saturation_at_a_chip_profiles_core_count(platform):
+    """More deferred waiters than the profile's AIV cores still complete."""
+    cfg = config_for(2)
+    cfg = type(cfg)(platform=platform, distributed_config=cfg.distributed_config)
+    waiters = cfg.resolved_cores() + 2
+    inps, outs = data(2, waiters)
+    host(deferred)(inps, outs, waiters, config=cfg)
+    np.testing.assert_array_equal(outs, expected(inps, waiters))
