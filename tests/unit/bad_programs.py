@@ -1273,3 +1273,187 @@ def host_all_to_all_v_rows_not_domain(xs: XS, ys: YS):
                             pld.window(cbuf, [W + 1], dtype=SV),
                             pld.window(rbuf, [W + 1, 1], dtype=SV))
     return ys
+
+
+# ---------------------------------------------------------------- tasks
+@pl.jit
+def chip_nested_at(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        with pl.at(level=pl.Level.CORE_GROUP):  # E:TC330
+            y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_at_chip_level(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CHIP):  # E:TC330
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_at_in_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):  # E:TC301
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_spmd_deps_without_tid(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP) as tid:
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    for i in pl.spmd(2, deps=[tid]):  # E:TC330
+        y = pl.store(pl.load(x, [i, 0], [1, C]), [i, 0], y)
+    return y
+
+
+@pl.jit
+def chip_spmd_without_block_idx(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.spmd(2):  # E:TC330
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_manual_in_manual(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.manual_scope():
+        with pl.manual_scope():  # E:TC330
+            y = ok_kernel(x, y, win, sig)
+    return y
+
+
+@pl.jit
+def chip_auto_in_manual(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.manual_scope():
+        with pl.scope(mode=pl.ScopeMode.AUTO):  # E:TC330
+            y = ok_kernel(x, y, win, sig)
+    return y
+
+
+@pl.jit
+def chip_deps_not_taskid(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP, deps=[x]):  # E:TC330
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_at_as_call(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.at(level=pl.Level.CORE_GROUP)  # E:TC330
+    return ok_kernel(x, y, win, sig)
+
+
+@pl.jit
+def chip_task_returns(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        return pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)  # E:TC330
+
+
+@pl.jit.host
+def host_inline_chip_window(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    w = pld.window(wbuf, [R, C], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], w, pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    with pl.at(level=pl.Level.CHIP, role=pl.Role.Orchestrator):  # E:TC330
+        pl.write(ys[0], [0, 0, 0], pl.read(w, [0, 0]))
+    return ys
+
+
+@pl.jit
+def chip_submit_not_a_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.submit(x, y)  # E:TC330
+    return y
+
+
+@pl.jit.incore
+def k_defer_in_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_in_spmd(x: X, y: Y, win: WIN, sig: SIG):
+    for i in pl.spmd(2):
+        pld.system.defer_wait(sig, [i, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_assigned(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        d = pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_early_resolve(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP, allow_early_resolve=True):  # E:TC331
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)
+    return y
+
+
+@pl.jit
+def chip_defer_then_store(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)
+        t = pl.load(x, [0, 0], [R, C])  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_runtime_loop(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        n = pl.read(sig, [1, 0])
+        for i in pl.range(n):  # E:TC331
+            pld.system.defer_wait(sig, [0, 0], i, cmp=GE)
+    return y
+
+
+@pl.jit
+def chip_defer_sliced_signal(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig[0:1, :], [0, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_eq(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=pld.WaitCmp.Eq)  # E:TC240
+    return y
+
+
+@pl.jit
+def chip_defer_negative(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], -1, cmp=GE)  # E:TC218
+    return y
+
+
+@pl.jit
+def chip_defer_fp32_signal(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(win, [0, 0], 1, cmp=GE)  # E:TC204
+    return y
+
+
+@pl.jit
+def chip_defer_too_many(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        for i in pl.range(65):
+            pld.system.defer_wait(sig, [0, 0], i, cmp=GE)  # E:TC241
+    return y
+
+
+@pl.jit.host
+def host_block_idx(xs: XS, ys: YS):
+    b = pl.get_block_idx()  # E:TC301
+    return ys
+
+
+@pl.jit.incore
+def k_array_zero(x: X, y: Y, win: WIN, sig: SIG):
+    tids = pl.array.create(0, pl.TASK_ID)  # E:TC210
+    return y

@@ -348,6 +348,40 @@ CASES = [
       "got DistributedTensor[3, 8]"]),
 ]
 
+CASES += [
+    # task scopes
+    (B.chip_nested_at, "TC330", SYNTAX, "pl.at(", ["cannot be nested", "line"]),
+    (B.chip_at_chip_level, "TC330", VALUE, "pl.Level.CHIP", ["CORE_GROUP", "got pl.Level.CHIP"]),
+    (B.k_at_in_kernel, "TC301", SYNTAX, "pl.at(", ["chip orchestration", "InCore kernel"]),
+    (B.chip_spmd_deps_without_tid, "TC330", SYNTAX, "[tid]", ["does not accept 'deps=' here"]),
+    (B.chip_spmd_without_block_idx, "TC330", SYNTAX, "with", ["pl.get_block_idx()"]),
+    (B.chip_manual_in_manual, "TC330", SYNTAX, "pl.manual_scope(", ["manual scope", "nested"]),
+    (B.chip_auto_in_manual, "TC330", SYNTAX, "pl.scope(", ["AUTO scope", "manual scope"]),
+    (B.chip_deps_not_taskid, "TC330", TYPE, "x]", ["TaskIds", "got Tensor[2, 8]"]),
+    (B.chip_at_as_call, "TC330", SYNTAX, "pl.at(", ["with statement"]),
+    (B.chip_task_returns, "TC330", SYNTAX, "return", ["cannot return"]),
+    (B.host_inline_chip_window, "TC330", TYPE, "with", ["comm-less", "'w'"]),
+    (B.chip_submit_not_a_kernel, "TC330", SYNTAX, "x, y", ["InCore kernel", "got x"]),
+    # deferred completion
+    (B.k_defer_in_kernel, "TC331", SYNTAX, "pld.system.defer_wait(",
+     ["dedicated top-level", "CORE_GROUP"]),
+    (B.chip_defer_in_spmd, "TC331", SYNTAX, "pld.system.defer_wait(", ["under pl.spmd"]),
+    (B.chip_defer_assigned, "TC331", SYNTAX, "pld.system.defer_wait(", ["standalone statement"]),
+    (B.chip_defer_early_resolve, "TC331", VALUE, "True", ["allow_early_resolve=True"]),
+    (B.chip_defer_then_store, "TC331", SYNTAX, "pl.load(", ["after pld.system.defer_wait"]),
+    (B.chip_defer_runtime_loop, "TC331", VALUE, "for", ["statically known"]),
+    (B.chip_defer_sliced_signal, "TC331", SYNTAX, "sig[0:1", ["directly", "slice"]),
+    (B.chip_defer_eq, "TC240", VALUE, "pld.WaitCmp.Eq", ["only supports WaitCmp.Ge",
+                                                         "got WaitCmp.Eq"]),
+    (B.chip_defer_negative, "TC218", VALUE, "-1", ["[0, INT32_MAX]", "got -1"]),
+    (B.chip_defer_fp32_signal, "TC204", TYPE, "win, [", ["INT32", "got FP32"]),
+    (B.chip_defer_too_many, "TC241", VALUE, "pld.system.defer_wait(", ["at most 64",
+                                                                       "register 65"]),
+    (B.host_block_idx, "TC301", SYNTAX, "pl.get_block_idx(", ["InCore kernel",
+                                                               "HOST orchestrator"]),
+    (B.k_array_zero, "TC210", VALUE, "0,", ["positive", "got 0"]),
+]
+
 WINDOW_DTYPE = {B.k_atomic_int64: pl.INT64, B.k_atomic_fp64: pl.FP64, B.k_atomic_bf16: pl.BF16}
 
 

@@ -90,12 +90,23 @@ class BlockedWait:
 
 def deadlock_report(blocked: list, world: int, finished) -> str:
     """The text of a DeadlockError: every blocked wait and who could release it."""
+    nblocked = len({b.rank for b in blocked})
     lines = [f"deadlock: every live rank is blocked and no rank can release any of them "
-             f"({len(blocked)} blocked, {world - len(blocked)} finished)"]
+             f"({nblocked} blocked, {world - nblocked} finished)"]
     finished = sorted(finished)
     lines.extend(_collective_lines(blocked, finished))
+    grouped = set()
     for b in blocked:
         if b.collective:
+            continue
+        # records of a rank that runs tasks explain themselves together
+        group = getattr(b, "report_group", None)
+        if group is not None:
+            if id(group) not in grouped:
+                grouped.add(id(group))
+                lines.extend(group.lines([w for w in blocked
+                                          if getattr(w, "report_group", None) is group],
+                                         finished))
             continue
         where = f" at {b.span}" if b.span else ""
         if b.kind == "dispatch":

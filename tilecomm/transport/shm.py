@@ -10,6 +10,8 @@ nonzero.  Why that cannot lose a wake-up is argued in native_core.c.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import _native_core as native
@@ -89,11 +91,15 @@ class ShmEndpoint(Endpoint):
         self.sleepers = self._sleepers_of(device)
         self._segments: dict[str, Segment] = {}
         self._views: dict = {}
+        self._attach_lock = threading.Lock()
 
     def _segment(self, name: str) -> Segment:
         seg = self._segments.get(name)
         if seg is None:
-            seg = self._segments[name] = Segment.attach(name)
+            with self._attach_lock:      # tasks of one rank may race to map it
+                seg = self._segments.get(name)
+                if seg is None:
+                    seg = self._segments[name] = Segment.attach(name)
         return seg
 
     def _view(self, key: WindowKey, member: int) -> np.ndarray:
