@@ -22,7 +22,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from tilecomm.errors import ProgramValueError
+from tilecomm.errors import RankFailure
 
 from programs_collectives import (SLOTS, SUM_REAL, a2av_counts, check_a2av, check_reduced,
                                   reduce_inputs, reduce_reference)
@@ -499,21 +499,39 @@ def guarded_root_main(xs: pl.Tensor[[NR, 1, S], pl.FP32],
     return outs
 
 
-GUARDED_ROOT = pytest.mark.xfail(
-    strict=True, raises=ProgramValueError,
-    reason="TC224 rejects broadcast(root=3) on the all-device domain of fewer ranks although "
-           "the call sits under `if pld.world_size() > 3` and can never run (the reference "
-           "checks the root only for an explicit device subset)")
-
-
-@pytest.mark.parametrize("n", [pytest.param(n, marks=[GUARDED_ROOT] if n <= 3 else [])
-                               for n in WORLD_SIZES])
+@pytest.mark.parametrize("n", WORLD_SIZES)
 def test_host_broadcast_from_a_root_guarded_by_the_world_size(n):
     xs = np.random.default_rng(4500 + n).standard_normal((n, 1, S)).astype(np.float32)
     outs = np.full_like(xs, np.nan)
     guarded_root_main(xs, outs, config=config_for(n))
     # at 4 ranks the second broadcast runs too, from a root that already holds rank 0's row
     np.testing.assert_array_equal(outs, np.broadcast_to(xs[0], xs.shape))
+
+
+@pl.jit.host
+def unguarded_root_main(xs: pl.Tensor[[NR, 1, S], pl.FP32],
+                        outs: pl.Out[pl.Tensor[[NR, 1, S], pl.FP32]]):
+    b = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+    sb = pld.alloc_window_buffer([NR], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        pub_row(xs[r], pld.window(b, [1, S], dtype=pl.FP32), device=r)
+    pld.tensor.broadcast(pld.window(b, [1, S], dtype=pl.FP32),
+                         pld.window(sb, [NR], dtype=pl.INT32), root=4)
+    for r in pl.range(pld.world_size()):
+        con_row(outs[r], pld.window(b, [1, S], dtype=pl.FP32), device=r)
+    return outs
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_host_broadcast_from_a_root_beyond_the_world_stops_the_run(n):
+    """Never a silent no-op: where the compiler cannot rule the call out (the
+    all-device domain of a program written for several world sizes), the run
+    stops with the root and the domain size."""
+    xs = np.zeros((n, 1, S), np.float32)
+    with pytest.raises(RankFailure) as info:
+        unguarded_root_main(xs, np.zeros_like(xs), config=config_for(n))
+    assert info.value.error_code == "TC501"
+    assert f"root 4 is not a rank of the comm domain of {n} rank(s)" in str(info.value)
 
 
 # --------------------------------------------------------------- all_to_all_v

@@ -561,9 +561,6 @@ def make_a2av_twice(NR):
     return a2av_twice_main
 
 
-@pytest.mark.xfail(strict=True, reason="the all_to_all_v plan cached per call site, target and "
-                   "signal keeps the first call's recv_counts cells: the second call's counts "
-                   "land in the first call's recv_counts window")
 @pytest.mark.parametrize("n", WORLD_SIZES)
 def test_all_to_all_v_counts_land_in_each_calls_own_recv_counts(n):
     rng = np.random.default_rng(2100 + n)

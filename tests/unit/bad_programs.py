@@ -1241,15 +1241,6 @@ def host_broadcast_root_outside_subset(xs: XS, ys: YS):
 
 
 @pl.jit.host
-def host_broadcast_root_outside_domain(xs: XS, ys: YS):
-    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
-    sbuf = pld.alloc_window_buffer([W], dtype=SV)
-    pld.tensor.broadcast(pld.window(wbuf, [R, C], dtype=pl.FP32), pld.window(sbuf, [W], dtype=SV),
-                         root=W)  # E:TC224
-    return ys
-
-
-@pl.jit.host
 def host_allgather_rows_not_domain(xs: XS, ys: YS):
     lbuf = pld.alloc_window_buffer([1, C], dtype=pl.FP32)
     tbuf = pld.alloc_window_buffer([W + 1, C], dtype=pl.FP32)

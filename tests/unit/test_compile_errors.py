@@ -339,8 +339,6 @@ CASES = [
     (B.host_broadcast_root_outside_subset, "TC224", VALUE, "1)",
      ["pld.tensor.broadcast root (1) must be a valid rank in [0, 1) for this explicit device "
       "subset"]),
-    (B.host_broadcast_root_outside_domain, "TC224", VALUE, "W)",
-     ["root (2) must be a valid rank in [0, 2)", "comm domain of 2 device(s)"]),
     (B.host_allgather_rows_not_domain, "TC208", VALUE, "pld.window(",
      ["participating device count (2)", "got DistributedTensor[3, 8]"]),
     (B.host_all_to_all_v_rows_not_domain, "TC208", VALUE, "pld.window(",

@@ -368,7 +368,8 @@ def _all_to_all_plan(link, input, target, signal, loc, host):
 
 
 def all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc, host):
-    _cached(target, ("all_to_all_v", loc, signal), lambda: _all_to_all_v_plan(
+    # the plan holds recv_counts' cells: it is part of the key
+    _cached(target, ("all_to_all_v", loc, signal, recv_counts), lambda: _all_to_all_v_plan(
         link, input, target, signal, send_counts, recv_counts, loc, host)).run(
         _local(input), _local(send_counts))
     return target

@@ -116,18 +116,19 @@ def collective_signal_capacity(ctx):
 
 @rule("collective-broadcast-root")
 def collective_broadcast_root(ctx):
-    """The root of a HOST broadcast is a rank of its comm domain (rank
-    indices are positions in the domain's device list)."""
+    """The root of a HOST broadcast on an explicit device subset is a rank of
+    that subset (rank indices are positions in the domain's device list).  On
+    the all-device domain a root beyond the world is left to the run (TC501):
+    a program written for several world sizes may guard such a call with
+    ``if pld.world_size() > root``."""
     for hc, n in _one_domain(ctx):
-        if hc.call.record.name != "pld.tensor.broadcast":
+        if hc.call.record.name != "pld.tensor.broadcast" or n >= ctx.prog.world:
             continue
         root = const_value(hc.call.args.get("root"))
         if isinstance(root, int) and root >= n:
-            subset = n < ctx.prog.world
-            where = "for this explicit device subset" if subset else \
-                f"for its comm domain of {n} device(s)"
             yield ProgramValueError(
-                f"pld.tensor.broadcast root ({root}) must be a valid rank in [0, {n}) {where}",
+                f"pld.tensor.broadcast root ({root}) must be a valid rank in [0, {n}) for this "
+                f"explicit device subset",
                 code="TC224", span=_span(hc, "root"),
                 hint="root is a rank index within the domain (0 .. devices-1), not a device id")
 
