@@ -311,6 +311,16 @@ def _fetch(data: FlatWindow, member: int, dst: np.ndarray) -> None:
         data.transport.get(data.handles[member], (slice(0, data.size),), dst)
 
 
+def _deliver(data: FlatWindow, lo: int, hi: int, parts) -> None:
+    """Elements [lo, hi) of member m's copy become ``parts[m]`` (this rank's
+    own copy by a local copy, the peers' through the transport)."""
+    for m, part in enumerate(parts):
+        if m == data.me:
+            np.copyto(data.local[lo:hi], part)
+        else:
+            data.write(m, lo, hi, part)
+
+
 def allgather(link, local_data, target, signal, loc, host):
     _cached(target, ("allgather", loc, signal), lambda: _allgather_plan(
         link, local_data, target, signal, loc, host)).run(_local(local_data))
@@ -331,10 +341,7 @@ def _allgather_plan(link, local_data, target, signal, loc, host):
         if src.size != size:
             raise _fault(f"{name}: local_data has {src.size} elements but a row of target has "
                          f"{size}", code="TC502")
-        np.copyto(data.local[lo:hi], src)
-        for m in range(n):
-            if m != me:
-                data.write(m, lo, hi, src)
+        _deliver(data, lo, hi, [src] * n)
 
     # the rows go out first; generation 1: every row has landed everywhere
     return Steps([(_barrier(link, signal, name, ALLGATHER, loc, 1), [push])])
@@ -357,12 +364,7 @@ def _all_to_all_plan(link, input, target, signal, loc, host):
 
     def push(src):
         _rows(name, src, n, "input")
-        src = src.reshape(n, -1)
-        for dest in range(n):
-            if dest == me:
-                np.copyto(data.local[lo:hi], src[dest])
-            else:
-                data.write(dest, lo, hi, np.ascontiguousarray(src[dest]))
+        _deliver(data, lo, hi, np.ascontiguousarray(src.reshape(n, -1)))
 
     return Steps([(_barrier(link, signal, name, ALL_TO_ALL, loc, 1), [push])])
 
@@ -404,10 +406,7 @@ def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, lo
                          f"and send_counts [NR]", code="TC502")
         for dest in range(n):
             set_cell(cells[dest], NOTIFY_SET, min(int(counts[dest]), cap))  # a count, not a credit
-            part = src[dest * block:(dest + 1) * block]
-            if dest == me:
-                np.copyto(data.local[lo:hi], part)
-            else:
-                data.write(dest, lo, hi, part)
+        # the full MAX_RECV-row block goes, whatever the count: rows past it are stale
+        _deliver(data, lo, hi, src.reshape(n, block))
 
     return Steps([(_barrier(link, signal, name, ALL_TO_ALL_V, loc, 1), [push])])
