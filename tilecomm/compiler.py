@@ -13,6 +13,7 @@ import numpy as np
 from . import dtypes as D
 from .errors import ArgumentError
 from .analysis import compute_facts
+from .analysis.tasks import annotate as annotate_tasks
 from .frontend import source as source_mod
 from .frontend.builder import ProgramBuilder
 from .frontend.resolve import SelfNamespace
@@ -101,6 +102,7 @@ class CompiledProgram:
                            arg_types=arg_types, self_ns=self.self_ns)
         prog, diags, incomplete = b.build()
         facts = compute_facts(prog)
+        annotate_tasks(prog)
         diags += verify(prog, facts, incomplete)
         if diags:
             first = diags[0]

@@ -172,6 +172,10 @@ CODES = {
     "TC221": "collective operands must be different buffers",
     "TC222": "invalid core_num for a collective",
     "TC224": "collective root out of range",
+    "TC225": "operands of one HOST collective belong to different comm domains",
+    "TC226": "HOST collective signal not sized for its comm domain's device count",
+    "TC240": "pld.system.defer_wait supports only WaitCmp.Ge",
+    "TC241": "a deferred waiter may register at most 64 conditions",
     "TC300": "unsupported construct",
     "TC301": "operation used in the wrong kind of function",
     "TC302": "unsupported syntax",
@@ -185,6 +189,10 @@ CODES = {
     "TC310": "alloc_window_buffer inside a loop",
     "TC311": "HOST collective not allowed inside a loop or a larger expression",
     "TC312": "allreduce signal omitted where it cannot be synthesized, or passed as None",
+    "TC330": "task scope misuse (pl.at / pl.spmd / pl.manual_scope form, placement, nesting, "
+             "deps)",
+    "TC331": "pld.system.defer_wait outside a dedicated pl.at(CORE_GROUP) waiter, or a waiter "
+             "body that breaks the deferred-completion contract",
     "TC401": "invalid DistributedConfig",
     "TC402": "invalid RunConfig",
     "TC410": "host arguments do not match the program",

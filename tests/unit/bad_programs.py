@@ -917,3 +917,534 @@ def host_synthesized_signal_in_loop(xs: XS, ys: YS):
     for i in pl.range(2):
         pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32))  # E:TC311
     return ys
+
+
+# HOST collectives: windows made in the HOST body; W ranks, every operand in one
+# domain unless the case is about domains
+SV = pl.INT32
+
+
+@pl.jit.incore
+def k_touch(win: WIN, sig: SIG):
+    return win
+
+
+@pl.jit
+def touch(win: WIN, sig: SIG):
+    """Puts ``win`` and ``sig`` into the comm domain of the dispatching ranks."""
+    return k_touch(win, sig)
+
+
+@pl.jit.host
+def host_collective_param_window(xs: XS, ys: YS, d: pld.DistributedTensor[[R, C], pl.FP32]):
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.allreduce(d, pld.window(sbuf, [W], dtype=SV))  # E:TC101
+    return ys
+
+
+@pl.jit.host
+def host_collective_plain_tensor(xs: XS, ys: YS):
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.reduce_scatter(xs[0], pld.window(sbuf, [W], dtype=SV))  # E:TC101
+    return ys
+
+
+@pl.jit.host
+def host_barrier_rank2_signal(xs: XS, ys: YS):
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    pld.tensor.barrier(pld.window(sbuf, [W, 1], dtype=SV))  # E:TC220
+    return ys
+
+
+@pl.jit.host
+def host_allgather_ring_signal(xs: XS, ys: YS):
+    lbuf = pld.alloc_window_buffer([1, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([2 * (W - 1) + 1, W], dtype=SV)
+    pld.tensor.allgather(pld.window(lbuf, [1, C], dtype=pl.FP32),
+                         pld.window(tbuf, [W, C], dtype=pl.FP32),
+                         pld.window(sbuf, [2 * (W - 1) + 1, W], dtype=SV))  # E:TC220
+    return ys
+
+
+@pl.jit.host
+def host_all_to_all_same_buffer(xs: XS, ys: YS):
+    tbuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.all_to_all(pld.window(tbuf, [W, C], dtype=pl.FP32),
+                          pld.window(tbuf, [W, C], dtype=pl.FP32),  # E:TC221
+                          pld.window(sbuf, [W], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_all_to_all_v_in_loop(xs: XS, ys: YS):
+    ibuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    cbuf = pld.alloc_window_buffer([W], dtype=SV)
+    rbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    for i in pl.range(2):
+        pld.tensor.all_to_all_v(  # E:TC311
+            pld.window(ibuf, [W, C], dtype=pl.FP32), pld.window(tbuf, [W, C], dtype=pl.FP32),
+            pld.window(sbuf, [W, 1], dtype=SV), pld.window(cbuf, [W], dtype=SV),
+            pld.window(rbuf, [W, 1], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_nested_synthesis(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.broadcast(pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32)),  # E:TC311
+                         pld.window(sbuf, [W], dtype=SV), root=0)
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_signal_none(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32), None)  # E:TC312
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_ring_synthesis(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32), mode="ring")  # E:TC312
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_int32(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.INT32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.INT32),  # E:TC219
+                         pld.window(sbuf, [W], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_bad_mode(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32),
+                         pld.window(sbuf, [W], dtype=SV), mode="tree")  # E:TC214
+    return ys
+
+
+@pl.jit.incore
+def k_allreduce_runtime_mode(x: X, y: Y, win: WIN, sig: SIG):
+    n = pld.nranks(pld.get_comm_ctx(win))
+    win = pld.tensor.allreduce(win, sig, mode=n)  # E:TC216
+
+
+@pl.jit.incore
+def k_allreduce_bool_core_num(x: X, y: Y, win: WIN, sig: SIG):
+    win = pld.tensor.allreduce(win, sig, core_num=True)  # E:TC222
+
+
+@pl.jit.incore
+def k_allreduce_zero_core_num(x: X, y: Y, win: WIN, sig: SIG):
+    win = pld.tensor.allreduce(win, sig, core_num=0)  # E:TC222
+
+
+@pl.jit.host
+def host_allreduce_ring_core_num(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([2 * (W - 1) + 1, W], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32),
+                         pld.window(sbuf, [2 * (W - 1) + 1, W], dtype=SV),
+                         mode="ring", core_num=2)  # E:TC222
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_rank1_lanes(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32),
+                         pld.window(sbuf, [W], dtype=SV), core_num=2)  # E:TC220
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_narrow_lanes(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 2], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32),
+                         pld.window(sbuf, [W, 2], dtype=SV), core_num=4)  # E:TC220
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_ring_rank1_signal(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32),
+                         pld.window(sbuf, [W], dtype=SV), mode="ring")  # E:TC220
+    return ys
+
+
+@pl.jit.host
+def host_allreduce_ring_kernel_shape(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([2 * (W - 1), W], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32),
+                         pld.window(sbuf, [2 * (W - 1), W], dtype=SV), mode="ring")  # E:TC220
+    return ys
+
+
+@pl.jit.incore
+def k_broadcast_runtime_root(x: X, y: Y, win: WIN, sig: SIG):
+    n = pld.nranks(pld.get_comm_ctx(win))
+    win = pld.tensor.broadcast(win, sig, root=n - 1)  # E:TC216
+
+
+@pl.jit.incore
+def k_broadcast_float_root(x: X, y: Y, win: WIN, sig: SIG):
+    win = pld.tensor.broadcast(win, sig, root=1.0)  # E:TC105
+
+
+@pl.jit.host
+def host_allgather_dtype(xs: XS, ys: YS):
+    lbuf = pld.alloc_window_buffer([1, C], dtype=pl.FP16)
+    tbuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.allgather(pld.window(lbuf, [1, C], dtype=pl.FP16),
+                         pld.window(tbuf, [W, C], dtype=pl.FP32),  # E:TC204
+                         pld.window(sbuf, [W], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_allgather_size(xs: XS, ys: YS):
+    lbuf = pld.alloc_window_buffer([1, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([W, C + 1], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.allgather(pld.window(lbuf, [1, C], dtype=pl.FP32),
+                         pld.window(tbuf, [W, C + 1], dtype=pl.FP32),  # E:TC208
+                         pld.window(sbuf, [W], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_reduce_scatter_rank1(xs: XS, ys: YS):
+    tbuf = pld.alloc_window_buffer([W * C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.reduce_scatter(pld.window(tbuf, [W * C], dtype=pl.FP32),  # E:TC201
+                              pld.window(sbuf, [W], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_reduce_scatter_bool(xs: XS, ys: YS):
+    tbuf = pld.alloc_window_buffer([W, C], dtype=pl.BOOL)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.reduce_scatter(pld.window(tbuf, [W, C], dtype=pl.BOOL),  # E:TC219
+                              pld.window(sbuf, [W], dtype=SV))
+    return ys
+
+
+@pl.jit.incore
+def k_all_to_all_dtype(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.all_to_all(x, sig, sig)  # E:TC204
+
+
+@pl.jit.host
+def host_all_to_all_shape(xs: XS, ys: YS):
+    ibuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([W, 2 * C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    pld.tensor.all_to_all(pld.window(ibuf, [W, C], dtype=pl.FP32),
+                          pld.window(tbuf, [W, 2 * C], dtype=pl.FP32),  # E:TC208
+                          pld.window(sbuf, [W], dtype=SV))
+    return ys
+
+
+def host_a2av(*, dt=pl.FP32, tdt=pl.FP32, rows=W, trows=W, size=C, tsize=C, sig=[W, 1],
+              counts=[W], cdt=pl.INT32, recv=[W, 1]):
+    """A HOST all_to_all_v whose operands have these shapes and dtypes."""
+
+    @pl.jit.host
+    def host_all_to_all_v(xs: XS, ys: YS):
+        ibuf = pld.alloc_window_buffer([rows, size], dtype=dt)
+        tbuf = pld.alloc_window_buffer([trows, tsize], dtype=tdt)
+        sbuf = pld.alloc_window_buffer(sig, dtype=SV)
+        cbuf = pld.alloc_window_buffer(counts, dtype=cdt)
+        rbuf = pld.alloc_window_buffer(recv, dtype=SV)
+        pld.tensor.all_to_all_v(pld.window(ibuf, [rows, size], dtype=dt),  # E:input
+                                pld.window(tbuf, [trows, tsize], dtype=tdt),  # E:target
+                                pld.window(sbuf, sig, dtype=SV),  # E:signal
+                                pld.window(cbuf, counts, dtype=cdt),  # E:send_counts
+                                pld.window(rbuf, recv, dtype=SV))  # E:recv_counts
+        return ys
+
+    return host_all_to_all_v
+
+
+# whole-program rules: the comm domain of a HOST collective
+@pl.jit.host
+def host_collective_two_domains(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    other = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    spare = pld.alloc_window_buffer([W, 1], dtype=SV)
+    touch(pld.window(wbuf, [R, C], dtype=pl.FP32), pld.window(spare, [W, 1], dtype=SV), device=0)
+    for r in pl.range(pld.world_size()):
+        touch(pld.window(other, [R, C], dtype=pl.FP32), pld.window(sbuf, [W, 1], dtype=SV),
+              device=r)
+    pld.tensor.broadcast(pld.window(wbuf, [R, C], dtype=pl.FP32),  # E:TC225
+                         pld.window(sbuf, [W], dtype=SV), root=0)
+    return ys
+
+
+@pl.jit.host
+def host_signal_below_domain(xs: XS, ys: YS):
+    sbuf = pld.alloc_window_buffer([W - 1], dtype=SV)
+    pld.tensor.barrier(pld.window(sbuf, [W - 1], dtype=SV))  # E:TC226
+    return ys
+
+
+@pl.jit.host
+def host_ring_signal_other_nr(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([2 * W + 1, W + 1], dtype=SV)
+    pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32),
+                         pld.window(sbuf, [2 * W + 1, W + 1], dtype=SV), mode="ring")  # E:TC226
+    return ys
+
+
+@pl.jit.host
+def host_all_to_all_v_subset_signal(xs: XS, ys: YS):
+    ibuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    cbuf = pld.alloc_window_buffer([W], dtype=SV)
+    rbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    touch(pld.window(tbuf, [R, C], dtype=pl.FP32), pld.window(sbuf, [W, 1], dtype=SV), device=1)
+    pld.tensor.all_to_all_v(pld.window(ibuf, [W, C], dtype=pl.FP32),
+                            pld.window(tbuf, [R, C], dtype=pl.FP32),
+                            pld.window(sbuf, [W, 1], dtype=SV),  # E:TC226
+                            pld.window(cbuf, [W], dtype=SV), pld.window(rbuf, [W, 1], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_broadcast_root_outside_subset(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    touch(pld.window(wbuf, [R, C], dtype=pl.FP32), pld.window(sbuf, [W, 1], dtype=SV), device=1)
+    pld.tensor.broadcast(pld.window(wbuf, [R, C], dtype=pl.FP32), pld.window(sbuf, [W], dtype=SV),
+                         root=1)  # E:TC224
+    return ys
+
+
+@pl.jit.host
+def host_allgather_rows_not_domain(xs: XS, ys: YS):
+    lbuf = pld.alloc_window_buffer([1, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([W + 1, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W + 1], dtype=SV)
+    pld.tensor.allgather(pld.window(lbuf, [1, C], dtype=pl.FP32),
+                         pld.window(tbuf, [W + 1, C], dtype=pl.FP32),  # E:TC208
+                         pld.window(sbuf, [W + 1], dtype=SV))
+    return ys
+
+
+@pl.jit.host
+def host_all_to_all_v_rows_not_domain(xs: XS, ys: YS):
+    ibuf = pld.alloc_window_buffer([W + 1, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([W + 1, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W + 1, 1], dtype=SV)
+    cbuf = pld.alloc_window_buffer([W + 1], dtype=SV)
+    rbuf = pld.alloc_window_buffer([W + 1, 1], dtype=SV)
+    pld.tensor.all_to_all_v(pld.window(ibuf, [W + 1, C], dtype=pl.FP32),
+                            pld.window(tbuf, [W + 1, C], dtype=pl.FP32),  # E:TC208
+                            pld.window(sbuf, [W + 1, 1], dtype=SV),
+                            pld.window(cbuf, [W + 1], dtype=SV),
+                            pld.window(rbuf, [W + 1, 1], dtype=SV))
+    return ys
+
+
+# ---------------------------------------------------------------- tasks
+@pl.jit
+def chip_nested_at(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        with pl.at(level=pl.Level.CORE_GROUP):  # E:TC330
+            y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_at_chip_level(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CHIP):  # E:TC330
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def k_at_in_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):  # E:TC301
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_spmd_deps_without_tid(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP) as tid:
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    for i in pl.spmd(2, deps=[tid]):  # E:TC330
+        y = pl.store(pl.load(x, [i, 0], [1, C]), [i, 0], y)
+    return y
+
+
+@pl.jit
+def chip_spmd_without_block_idx(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.spmd(2):  # E:TC330
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_manual_in_manual(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.manual_scope():
+        with pl.manual_scope():  # E:TC330
+            y = ok_kernel(x, y, win, sig)
+    return y
+
+
+@pl.jit
+def chip_auto_in_manual(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.manual_scope():
+        with pl.scope(mode=pl.ScopeMode.AUTO):  # E:TC330
+            y = ok_kernel(x, y, win, sig)
+    return y
+
+
+@pl.jit
+def chip_deps_not_taskid(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP, deps=[x]):  # E:TC330
+        y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def chip_at_as_call(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.at(level=pl.Level.CORE_GROUP)  # E:TC330
+    return ok_kernel(x, y, win, sig)
+
+
+@pl.jit
+def chip_task_returns(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        return pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)  # E:TC330
+
+
+@pl.jit.host
+def host_inline_chip_window(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    w = pld.window(wbuf, [R, C], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], w, pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
+    with pl.at(level=pl.Level.CHIP, role=pl.Role.Orchestrator):  # E:TC330
+        pl.write(ys[0], [0, 0, 0], pl.read(w, [0, 0]))
+    return ys
+
+
+@pl.jit
+def chip_submit_not_a_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.submit(x, y)  # E:TC330
+    return y
+
+
+@pl.jit.incore
+def k_defer_in_kernel(x: X, y: Y, win: WIN, sig: SIG):
+    pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_in_spmd(x: X, y: Y, win: WIN, sig: SIG):
+    for i in pl.spmd(2):
+        pld.system.defer_wait(sig, [i, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_assigned(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        d = pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_early_resolve(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP, allow_early_resolve=True):  # E:TC331
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)
+    return y
+
+
+@pl.jit
+def chip_defer_then_store(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)
+        t = pl.load(x, [0, 0], [R, C])  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_runtime_loop(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        n = pl.read(sig, [1, 0])
+        for i in pl.range(n):  # E:TC331
+            pld.system.defer_wait(sig, [0, 0], i, cmp=GE)
+    return y
+
+
+@pl.jit
+def chip_defer_sliced_signal(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig[0:1, :], [0, 0], 1, cmp=GE)  # E:TC331
+    return y
+
+
+@pl.jit
+def chip_defer_eq(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=pld.WaitCmp.Eq)  # E:TC240
+    return y
+
+
+@pl.jit
+def chip_defer_negative(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], -1, cmp=GE)  # E:TC218
+    return y
+
+
+@pl.jit
+def chip_defer_fp32_signal(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(win, [0, 0], 1, cmp=GE)  # E:TC204
+    return y
+
+
+@pl.jit
+def chip_defer_too_many(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        for i in pl.range(65):
+            pld.system.defer_wait(sig, [0, 0], i, cmp=GE)  # E:TC241
+    return y
+
+
+@pl.jit.host
+def host_block_idx(xs: XS, ys: YS):
+    b = pl.get_block_idx()  # E:TC301
+    return ys
+
+
+@pl.jit.incore
+def k_array_zero(x: X, y: Y, win: WIN, sig: SIG):
+    tids = pl.array.create(0, pl.TASK_ID)  # E:TC210
+    return y

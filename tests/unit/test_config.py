@@ -11,6 +11,7 @@ import tilecomm.language as pl
 from tilecomm.errors import ConfigError, UserError
 from tilecomm.runtime import DistributedConfig, RunConfig
 from tilecomm.runtime import config as config_mod
+from tilecomm.runtime.config import CPU_CORES
 
 
 # ------------------------------------------------------------------ DistributedConfig
@@ -134,6 +135,11 @@ def test_replace_revalidates():
     (dict(spin_iters=-1), "spin_iters"),
     (dict(spin_iters=1.5), "spin_iters"),
     (dict(spin_iters=True), "spin_iters"),
+    (dict(cores=0), "cores"),
+    (dict(cores=2.0), "cores"),
+    (dict(cores=True), "cores"),
+    (dict(cores=100000), "cores"),
+    (dict(platform="a2a3", cores=4), "cores"),
 ])
 def test_run_config_rejected(kw, field):
     with pytest.raises(ConfigError) as ei:
@@ -153,6 +159,16 @@ def test_run_config_accepted(kw):
     rc = RunConfig(**kw)
     for k, v in kw.items():
         assert getattr(rc, k) == v
+
+
+@pytest.mark.parametrize("kw,cores", [
+    (dict(), CPU_CORES), (dict(cores=1), 1), (dict(cores=7), 7),
+    (dict(platform="a2a3"), 48), (dict(platform="a5sim"), 36),
+    (dict(platform="a5", cores=36), 36)])
+def test_scheduler_cores(kw, cores):
+    """Cores of each rank's scheduler: the chip profile's AIV count, or the
+    RunConfig value (cpu only; default CPU_CORES)."""
+    assert RunConfig(**kw).resolved_cores() == cores
 
 
 def test_cache_dir_resolution(monkeypatch, tmp_path):

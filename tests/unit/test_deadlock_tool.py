@@ -48,3 +48,40 @@ def test_records_know_whether_they_are_satisfied_and_keep_the_public_keys():
     assert d["notifiers"] == {0: ["chip"]} and d["buffer"] == "buf" and d["value"] == 0
     dep = BlockedWait(rank=0, kind="dispatch", cmp=1, expected=2, value=2, peer=1)
     assert dep.satisfied and dep.as_dict()["peer"] == 1 and "buffer" not in dep.as_dict()
+
+
+def coll_wait(rank, name, gen, waits_for, span=SPAN, value=0):
+    return BlockedWait(rank=rank, kind="signal", cmp=1, expected=gen, value=value, span=span,
+                       cell=(waits_for, 0), buffer="sig", index=waits_for, collective=name,
+                       generation=gen, waits_for=waits_for, domain=(0, 1, 2, 3))
+
+
+def test_a_rank_divergent_collective_names_the_call_and_who_never_entered():
+    other = Span("prog.py", 20, 9, "step")
+    blocked = [coll_wait(0, "pld.tensor.allreduce", 2, 3),
+               coll_wait(1, "pld.tensor.allreduce", 1, 2),
+               coll_wait(2, "pld.tensor.barrier", 1, 1, span=other)]
+    lines = deadlock_report(blocked, world=4, finished={3}).splitlines()
+    assert lines[1:] == [
+        f"  pld.tensor.allreduce at {SPAN} (signal 'sig', comm domain: ranks 0, 1, 2, 3)",
+        "      rank 0: inside, at barrier generation 2, waiting for rank 3 to arrive "
+        "(cell sig[3, 0] = 0, needs >= 2)",
+        "      rank 1: inside, at barrier generation 1, waiting for rank 2 to arrive "
+        "(cell sig[2, 0] = 0, needs >= 1)",
+        f"      rank 2: never entered this call -- inside pld.tensor.barrier at {other} "
+        "(signal 'sig')",
+        "      rank 3: never entered this call -- finished its dispatches",
+        f"  pld.tensor.barrier at {other} (signal 'sig', comm domain: ranks 0, 1, 2, 3)",
+        "      rank 2: inside, at barrier generation 1, waiting for rank 1 to arrive "
+        "(cell sig[1, 0] = 0, needs >= 1)",
+        f"      rank 0: never entered this call -- inside pld.tensor.allreduce at {SPAN} "
+        "(signal 'sig')",
+        f"      rank 1: never entered this call -- inside pld.tensor.allreduce at {SPAN} "
+        "(signal 'sig')",
+        "      rank 3: never entered this call -- finished its dispatches",
+        "  hint: every rank of a comm domain must make the same collective calls on a signal, "
+        "in the same order (rank-uniform control flow)",
+    ]
+    d = blocked[0].as_dict()
+    assert d["collective"] == "pld.tensor.allreduce" and d["generation"] == 2
+    assert d["waits_for"] == 3 and d["domain"] == [0, 1, 2, 3]

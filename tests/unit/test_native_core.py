@@ -285,6 +285,39 @@ def test_wait_is_interruptible_by_signals(seg):
     assert nc.load_i32(seg.addr + 64) == 0
 
 
+def test_arrive_wait_adds_to_every_out_cell_then_waits_for_every_in_cell(seg):
+    outs = [seg.addr + 4 * i for i in range(3)]
+    ins = [seg.addr + 64 + 4 * i for i in range(2)]
+    flat = tuple(x for a in outs for x in (a, 0))
+    # nothing arrived yet: returns the first unsatisfied in-cell, after the adds
+    assert nc.arrive_wait_i32(flat, tuple(ins), 1, 1, 0, 0, 0) == 0
+    assert [nc.load_i32(a) for a in outs] == [1, 1, 1]
+    nc.notify_i32(ins[0], SET, 1, 0)
+    assert nc.arrive_wait_i32(flat, tuple(ins), 2, 1, 0, 0, 0) == 1
+    assert [nc.load_i32(a) for a in outs] == [3, 3, 3]
+    nc.notify_i32(ins[1], SET, 7, 0)
+    assert nc.arrive_wait_i32(flat, tuple(ins), -3, 1, 0, 1000, 10) == -1
+    assert [nc.load_i32(a) for a in outs] == [0, 0, 0]
+    assert nc.arrive_wait_i32((), (), 1, 1, 0, 0, 0) == -1
+    with pytest.raises(TypeError):
+        nc.arrive_wait_i32((outs[0],), (), 1, 1, 0, 0, 0)     # a pair is addr + sleepers
+
+
+def test_arrive_wait_is_woken_by_a_peer_process(seg):
+    mine, theirs = seg.addr, seg.addr + 64
+    res = seg.ndarray(np.int64, (1,), offset=128)
+
+    def child(_):
+        # the child arrives in my cell, then waits for my arrival in its cell
+        res[0] = nc.arrive_wait_i32((mine, 0), (theirs,), 1, 1, 0, 5 * SEC, 100)
+
+    pids = fork_children(1, child)
+    assert nc.wait_i32(mine, GE, 1, 0, 5 * SEC, 100)[0]
+    nc.notify_i32(theirs, ADD, 1, 0)
+    join_children(pids)
+    assert res[0] == -1
+
+
 def test_futex_wake_without_waiters(seg):
     assert nc.futex_wake(seg.addr, 1) == 0
     assert nc.futex_wake(seg.addr, -1) == 0

@@ -547,6 +547,83 @@ static PyObject *py_notify_i32(PyObject *self, PyObject *const *args, Py_ssize_t
     return PyLong_FromLong(newv);
 }
 
+/*
+ * One barrier generation of a collective in a single call: add `value` to
+ * every cell of `outs` (a flat tuple addr0, sleepers0, addr1, sleepers1, ...:
+ * my cell in each peer's signal, with that peer's sleepers counter), waking
+ * each receiver exactly as notify_i32 does, then wait for every cell of `ins`
+ * (this rank's own cells) to reach >= expected, each with the spin / yield /
+ * sleep phases of wait_i32 bounded by timeout_ns.  Returns -1 when every wait
+ * is satisfied, else the index in `ins` of the first one that is not (the
+ * caller takes over from there with a published, blocking wait).
+ *
+ * Same memory-order argument as notify_i32 + wait_i32: every add is seq_cst
+ * and precedes the sleepers load that decides the wake; every wait counts
+ * itself in *sleepers before its load of the cell.
+ */
+static PyObject *py_arrive_wait_i32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+#define FN "arrive_wait_i32"
+    int32_t value, expected;
+    void *sp;
+    long long timeout_ns, spin_iters;
+    if (check_nargs(FN, nargs, 7) < 0)
+        return NULL;
+    PyObject *outs = args[0], *ins = args[1];
+    if (!PyTuple_Check(outs) || (PyTuple_GET_SIZE(outs) & 1) || !PyTuple_Check(ins)) {
+        PyErr_SetString(PyExc_TypeError, FN "(): outs must be a tuple of (addr, sleepers) "
+                                            "pairs, flattened, and ins a tuple of addrs");
+        return NULL;
+    }
+    if (arg_v32(args[2], FN, "value", &value) < 0 || arg_v32(args[3], FN, "expected", &expected) < 0 ||
+        arg_opt_addr(args[4], FN, "sleepers_addr", 4, &sp) < 0)
+        return NULL;
+    ARG_LL(5, "timeout_ns", LLONG_MIN, LLONG_MAX, timeout_ns);
+    ARG_LL(6, "spin_iters", LLONG_MIN, LLONG_MAX, spin_iters);
+    if (spin_iters < 0)
+        spin_iters = 0;
+#undef FN
+    Py_ssize_t nout = PyTuple_GET_SIZE(outs) / 2, nin = PyTuple_GET_SIZE(ins);
+    for (Py_ssize_t i = 0; i < nout; i++) {
+        void *p, *ps;
+        if (arg_addr(PyTuple_GET_ITEM(outs, 2 * i), "arrive_wait_i32", "outs addr", 4, &p) < 0 ||
+            arg_opt_addr(PyTuple_GET_ITEM(outs, 2 * i + 1), "arrive_wait_i32", "outs sleepers",
+                         4, &ps) < 0)
+            return NULL;
+        __atomic_add_fetch((uint32_t *)p, (uint32_t)value, SEQ);
+        if (ps == NULL || __atomic_load_n((int32_t *)ps, SEQ) != 0) {
+            if (sys_futex_wake((int32_t *)p, INT_MAX) < 0)
+                return PyErr_SetFromErrno(PyExc_OSError);
+        }
+    }
+    for (Py_ssize_t i = 0; i < nin; i++) {
+        void *p;
+        if (arg_addr(PyTuple_GET_ITEM(ins, i), "arrive_wait_i32", "ins addr", 4, &p) < 0)
+            return NULL;
+        int32_t *cell = (int32_t *)p;
+        int32_t v = __atomic_load_n(cell, SEQ);
+        if (cond_ok(v, CMP_GE, expected))
+            continue;
+        if (timeout_ns == 0)
+            return PyLong_FromSsize_t(i);
+        int64_t now = mono_ns();
+        int64_t deadline = (timeout_ns < 0) ? -1
+                           : (timeout_ns > INT64_MAX - now) ? INT64_MAX : now + timeout_ns;
+        int status, err = 0;
+        Py_BEGIN_ALLOW_THREADS
+        status = wait_core(cell, CMP_GE, expected, (int32_t *)sp, deadline, spin_iters, 1, &v,
+                           &err);
+        Py_END_ALLOW_THREADS
+        if (status == W_ERROR) {
+            errno = err;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        if (status != W_SATISFIED)
+            return PyLong_FromSsize_t(i); /* the caller blocks from here (and handles signals) */
+    }
+    return PyLong_FromLong(-1);
+}
+
 static PyObject *py_futex_wake(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 #define FN "futex_wake"
@@ -867,6 +944,13 @@ static PyMethodDef methods[] = {
              "then sleeps on a futex (counting itself in the int32 at sleepers_addr if\n"
              "nonzero).  timeout_ns < 0 waits forever, 0 polls once.  The GIL is released\n"
              "while waiting.  value is the last value observed (uint32 for cmp 2)."),
+    FASTCALL(arrive_wait_i32,
+             "arrive_wait_i32(outs, ins, value, expected, sleepers_addr, timeout_ns, spin_iters)\n"
+             "    -> int\n\n"
+             "Atomically add value to every int32 of outs (flat (addr, sleepers_addr) pairs,\n"
+             "waking as notify_i32 does), then wait as wait_i32 (cmp >=) for each int32 of\n"
+             "ins to reach expected.  Returns -1 if all did, else the index of the first\n"
+             "that did not within timeout_ns."),
     FASTCALL(futex_wake, "futex_wake(addr, n) -> int\n\nWake up to n (n < 0: all) futex "
                          "waiters on addr; returns how many were woken."),
     FASTCALL(atomic_add_2d,

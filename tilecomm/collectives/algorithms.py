@@ -35,7 +35,6 @@ ALLREDUCE, BARRIER, BROADCAST, ALLGATHER, REDUCE_SCATTER, ALL_TO_ALL, ALL_TO_ALL
 REDUCE = {0: np.add, 1: np.maximum, 2: np.minimum, 3: np.multiply}
 # HOST allreduce lanes split the data in tiles of this many elements
 HOST_TILE = 256
-RING_GENERATIONS = 2
 
 
 def _fault(msg, code="TC503", hint=None):
@@ -54,13 +53,23 @@ def _local(x) -> np.ndarray:
     return getattr(x, "local", x)
 
 
-def _barrier(link, signal, name, coll, loc, *, lane=0, ring=False) -> CreditBarrier:
+def _barrier(link, signal, name, coll, loc, generations, *, lane=0,
+             ring=False) -> CreditBarrier:
     key = ("barrier", loc, lane, ring)
     b = signal.plans.get(key)
     if b is None:
-        b = signal.plans[key] = CreditBarrier(link, signal, name, coll, loc, lane=lane,
-                                              ring_rows=RING_GENERATIONS if ring else 0)
+        b = signal.plans[key] = CreditBarrier(link, signal, name, coll, loc, generations,
+                                              lane=lane, ring=ring)
     return b
+
+
+def _cached(view, key, build):
+    """The plan of one call site on these views: checks and lookups run once
+    per dispatch, not per call (a kernel loop calls the same site many times)."""
+    p = view.plans.get(key)
+    if p is None:
+        p = view.plans[key] = build()
+    return p
 
 
 def _check_domain(name, signal, *windows):
@@ -86,7 +95,9 @@ def _check_mesh_signal(name, signal, lanes=1):
 
 def _check_ring_signal(name, signal, extra_row):
     n = signal.nranks
-    rows = 2 * (n - 1) + (1 if extra_row else 0)
+    # one rank has no ring rounds, but a signal cannot have a zero-size
+    # dimension: [1, 1] then
+    rows = max(1, 2 * (n - 1) + (1 if extra_row else 0))
     if tuple(signal.shape) != (rows, n):
         raise _fault(f"{name} mode=\"ring\": signal '{signal.buffer.name}' has shape "
                      f"{list(signal.shape)}; a ring over {n} rank(s) needs [{rows}, {n}]",
@@ -139,7 +150,7 @@ class ReducePlan:
                 for x in ins[2:]:
                     ufunc(acc, x, out=acc)
                 for o in outs:
-                    np.copyto(o, acc)
+                    o[...] = acc         # same dtype and shape: cheaper than np.copyto
             return
         data, me = self.data, self.data.me
         for a, b in chunks(self.lo, self.hi, data.dtype.itemsize):
@@ -160,7 +171,58 @@ def _reduce_plan(link, target, key, ufunc, lo, hi, dests) -> ReducePlan:
     return p
 
 
+class Steps:
+    """A call as its steps: per signal lane, enter, then alternate barrier
+    generations and work (``work[i]`` runs between generations i and i+1;
+    ``None`` is nothing), then the epilogue."""
+
+    __slots__ = ("lanes",)
+
+    def __init__(self, lanes):
+        self.lanes = lanes              # [(CreditBarrier, [work before gen 1, after gen 1, ...])]
+
+    def run(self, *args):
+        """``args``: the call's operands that may change from call to call at one
+        site (a plain input tensor); every work step receives them."""
+        for bar, work in self.lanes:
+            bar.enter()
+            for g, w in enumerate(work):
+                if w is not None:
+                    w(*args)
+                bar.sync(g)
+            bar.finish()
+
+
+class AllreduceSteps:
+    """An allreduce call: per lane, the ready barrier, this rank's slice reduced
+    into every copy, the done barrier, the epilogue (written out: this is the
+    hot path of small allreduces)."""
+
+    __slots__ = ("lanes",)
+
+    def __init__(self, lanes):
+        self.lanes = lanes              # [(CreditBarrier, ReducePlan)]
+
+    def run(self):
+        for bar, plan in self.lanes:
+            bar.enter()
+            bar.sync(0)                  # every member's data is staged
+            plan.run()                   # this rank's slice, into every copy
+            bar.sync(1)                  # every slice has landed everywhere
+            bar.finish()
+
+
 def allreduce(link, target, signal, op, mode, core_num, loc, host):
+    plans = target.plans
+    p = plans.get((loc, signal))
+    if p is None:
+        p = plans[(loc, signal)] = _allreduce_plan(link, target, signal, op, mode, core_num,
+                                                   loc, host)
+    p.run()
+    return target
+
+
+def _allreduce_plan(link, target, signal, op, mode, core_num, loc, host):
     name = "pld.tensor.allreduce"
     _check_domain(name, signal, target)
     ring = mode == "ring"
@@ -172,56 +234,59 @@ def allreduce(link, target, signal, op, mode, core_num, loc, host):
     data = _flat(link, target)
     n, me = data.n, data.me
     if n == 1:
-        return target
+        return AllreduceSteps([])
     ufunc = REDUCE[int(op)]
     item = data.dtype.itemsize
+    steps = []
     for lane in range(lanes):
         lo, hi = split(data.size, lanes, lane, item, HOST_TILE) if lanes > 1 else (0, data.size)
         a, b = split(hi - lo, n, me, item)
-        plan = _reduce_plan(link, target, ("allreduce", loc, lane, int(op), lanes),
-                            ufunc, lo + a, lo + b, range(n))
-        bar = _barrier(link, signal, name, ALLREDUCE, loc, lane=lane, ring=ring)
-        bar.enter()
-        bar.sync(1)                      # every member's data is staged
-        plan.run()
-        bar.sync(2)                      # every slice has landed everywhere
-        bar.finish(2)
-    return target
+        plan = ReducePlan(data, ufunc, lo + a, lo + b, range(n))
+        steps.append((_barrier(link, signal, name, ALLREDUCE, loc, 2, lane=lane, ring=ring),
+                      plan))
+    return AllreduceSteps(steps)
 
 
 def reduce_scatter(link, target, signal, op, loc, host):
+    _cached(target, ("reduce_scatter", loc, signal), lambda: _reduce_scatter_plan(
+        link, target, signal, op, loc)).run()
+    return target
+
+
+def _reduce_scatter_plan(link, target, signal, op, loc):
     name = "pld.tensor.reduce_scatter"
     _check_domain(name, signal, target)
     _check_mesh_signal(name, signal)
     n, me = signal.nranks, signal.rank
     _, size = _rows(name, target, n, "target")
     if n == 1:
-        return target
-    plan = _reduce_plan(link, target, ("reduce_scatter", loc, int(op)), REDUCE[int(op)],
-                        me * size, (me + 1) * size, (me,))
-    bar = _barrier(link, signal, name, REDUCE_SCATTER, loc)
-    bar.enter()
-    bar.sync(1)                          # every member staged its rows
-    plan.run()                           # only this rank reads or writes row me
-    bar.sync(2)                          # nobody still reads a peer's copy
-    bar.finish(2)
-    return target
+        return Steps([])
+    plan = ReducePlan(_flat(link, target), REDUCE[int(op)], me * size, (me + 1) * size, (me,))
+    bar = _barrier(link, signal, name, REDUCE_SCATTER, loc, 2)
+    # generation 1: every member staged its rows; only this rank reads or
+    # writes row me; generation 2: nobody still reads a peer's copy
+    return Steps([(bar, [None, plan.run])])
 
 
 # ------------------------------------------------------------------ movement
 def barrier(link, signal, loc, host):
-    name = "pld.tensor.barrier"
-    _check_mesh_signal(name, signal)
-    if signal.nranks == 1:
-        return signal
-    bar = _barrier(link, signal, name, BARRIER, loc)
-    bar.enter()
-    bar.sync(1)
-    bar.finish(1)
+    _cached(signal, ("barrier", loc), lambda: _barrier_plan(link, signal, loc)).run()
     return signal
 
 
+def _barrier_plan(link, signal, loc):
+    name = "pld.tensor.barrier"
+    _check_mesh_signal(name, signal)
+    return Steps([(_barrier(link, signal, name, BARRIER, loc, 1), [None])])
+
+
 def broadcast(link, target, signal, root, loc, host):
+    _cached(target, ("broadcast", loc, signal), lambda: _broadcast_plan(
+        link, target, signal, root, loc)).run()
+    return target
+
+
+def _broadcast_plan(link, target, signal, root, loc):
     name = "pld.tensor.broadcast"
     _check_domain(name, signal, target)
     _check_mesh_signal(name, signal)
@@ -230,19 +295,13 @@ def broadcast(link, target, signal, root, loc, host):
     if not 0 <= root < n:
         raise _fault(f"{name}: root {root} is not a rank of the comm domain of {n} rank(s)",
                      code="TC501", hint="root is a rank index within the window's comm domain")
-    if n == 1:
-        return target
     data = _flat(link, target)
-    bar = _barrier(link, signal, name, BROADCAST, loc)
-    bar.enter()
-    bar.sync(1)                          # the root has staged its data
-    if data.me != root:
-        _fetch(data, root, data.local)
-    # a second generation, so that the root may overwrite its copy as soon as
-    # it returns: every reader is done with it by then
-    bar.sync(2)
-    bar.finish(2)
-    return target
+    fetch = None if data.me == root else (lambda: _fetch(data, root, data.local))
+    bar = _barrier(link, signal, name, BROADCAST, loc, 2)
+    # generation 1: the root has staged its data; non-roots copy it; a second
+    # generation, so that the root may overwrite its copy as soon as it
+    # returns: every reader is done with it by then
+    return Steps([(bar, [None, fetch])])
 
 
 def _fetch(data: FlatWindow, member: int, dst: np.ndarray) -> None:
@@ -252,54 +311,73 @@ def _fetch(data: FlatWindow, member: int, dst: np.ndarray) -> None:
         data.transport.get(data.handles[member], (slice(0, data.size),), dst)
 
 
+def _deliver(data: FlatWindow, lo: int, hi: int, parts) -> None:
+    """Elements [lo, hi) of member m's copy become ``parts[m]`` (this rank's
+    own copy by a local copy, the peers' through the transport)."""
+    for m, part in enumerate(parts):
+        if m == data.me:
+            np.copyto(data.local[lo:hi], part)
+        else:
+            data.write(m, lo, hi, part)
+
+
 def allgather(link, local_data, target, signal, loc, host):
+    _cached(target, ("allgather", loc, signal), lambda: _allgather_plan(
+        link, local_data, target, signal, loc, host)).run(_local(local_data))
+    return target
+
+
+def _allgather_plan(link, local_data, target, signal, loc, host):
     name = "pld.tensor.allgather"
     _check_domain(name, signal, target, local_data if host else None)
     _check_mesh_signal(name, signal)
     n, me = signal.nranks, signal.rank
     _, size = _rows(name, target, n, "target")
-    src = _local(local_data).reshape(-1)
-    if src.size != size:
-        raise _fault(f"{name}: local_data has {src.size} elements but a row of target has {size}",
-                     code="TC502")
     data = _flat(link, target)
-    np.copyto(data.local[me * size:(me + 1) * size], src)
-    for m in range(n):
-        if m != me:
-            data.write(m, me * size, (me + 1) * size, src)
-    if n > 1:
-        bar = _barrier(link, signal, name, ALLGATHER, loc)
-        bar.enter()
-        bar.sync(1)                      # every row has landed everywhere
-        bar.finish(1)
-    return target
+    lo, hi = me * size, (me + 1) * size
+
+    def push(src):
+        src = src.reshape(-1)
+        if src.size != size:
+            raise _fault(f"{name}: local_data has {src.size} elements but a row of target has "
+                         f"{size}", code="TC502")
+        _deliver(data, lo, hi, [src] * n)
+
+    # the rows go out first; generation 1: every row has landed everywhere
+    return Steps([(_barrier(link, signal, name, ALLGATHER, loc, 1), [push])])
 
 
 def all_to_all(link, input, target, signal, loc, host):
+    _cached(target, ("all_to_all", loc, signal), lambda: _all_to_all_plan(
+        link, input, target, signal, loc, host)).run(_local(input))
+    return target
+
+
+def _all_to_all_plan(link, input, target, signal, loc, host):
     name = "pld.tensor.all_to_all"
     _check_domain(name, signal, target, input if host else None)
     _check_mesh_signal(name, signal)
     n, me = signal.nranks, signal.rank
     _, size = _rows(name, target, n, "target")
-    src = _local(input)
-    _rows(name, src, n, "input")
-    src = src.reshape(n, -1)
     data = _flat(link, target)
-    for dest in range(n):
-        lo, hi = me * size, (me + 1) * size
-        if dest == me:
-            np.copyto(data.local[lo:hi], src[dest])
-        else:
-            data.write(dest, lo, hi, np.ascontiguousarray(src[dest]))
-    if n > 1:
-        bar = _barrier(link, signal, name, ALL_TO_ALL, loc)
-        bar.enter()
-        bar.sync(1)
-        bar.finish(1)
-    return target
+    lo, hi = me * size, (me + 1) * size
+
+    def push(src):
+        _rows(name, src, n, "input")
+        _deliver(data, lo, hi, np.ascontiguousarray(src.reshape(n, -1)))
+
+    return Steps([(_barrier(link, signal, name, ALL_TO_ALL, loc, 1), [push])])
 
 
 def all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc, host):
+    # the plan holds recv_counts' cells: it is part of the key
+    _cached(target, ("all_to_all_v", loc, signal, recv_counts), lambda: _all_to_all_v_plan(
+        link, input, target, signal, send_counts, recv_counts, loc, host)).run(
+        _local(input), _local(send_counts))
+    return target
+
+
+def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, loc, host):
     name = "pld.tensor.all_to_all_v"
     _check_domain(name, signal, target, recv_counts, input if host else None,
                   send_counts if host and hasattr(send_counts, "buffer") else None)
@@ -310,32 +388,25 @@ def all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc, hos
         raise _fault(f"{name}: target has {t.shape[0]} rows, not a multiple of the comm domain's "
                      f"{n} rank(s)", code="TC502")
     cap = t.shape[0] // n                # MAX_RECV rows per source
-    row = t.size // t.shape[0]
-    src = _local(input).reshape(-1)
-    if src.size != t.size:
-        raise _fault(f"{name}: input has {src.size} elements, target {t.size}; both are "
-                     f"[NR*MAX_RECV, SIZE]", code="TC502")
-    counts = _local(send_counts).reshape(-1)
-    if counts.size < n or recv_counts.shape[0] < n:
-        raise _fault(f"{name}: send_counts and recv_counts need one entry per rank of the "
-                     f"{n}-rank comm domain", code="TC502")
+    block = cap * (t.size // t.shape[0])
+    if recv_counts.shape[0] < n:
+        raise _fault(f"{name}: recv_counts needs one entry per rank of the {n}-rank comm "
+                     f"domain; it has {recv_counts.shape[0]}", code="TC502")
     data = _flat(link, target)
-    add = link.transport.signal
-    block = cap * row
-    for dest in range(n):
-        rows = min(int(counts[dest]), cap)
-        cell = link.cell_of(recv_counts, dest, (me, 0) if len(recv_counts.shape) == 2 else (me,),
-                            name)
-        add(cell, NOTIFY_SET, rows)     # the count itself, not a credit
-        lo, hi = me * block, (me + 1) * block
-        part = src[dest * block:(dest + 1) * block]
-        if dest == me:
-            np.copyto(data.local[lo:hi], part)
-        else:
-            data.write(dest, lo, hi, part)
-    if n > 1:
-        bar = _barrier(link, signal, name, ALL_TO_ALL_V, loc)
-        bar.enter()
-        bar.sync(1)
-        bar.finish(1)
-    return target
+    set_cell = link.transport.signal
+    offs = (me, 0) if len(recv_counts.shape) == 2 else (me,)
+    cells = [link.cell_of(recv_counts, d, offs, name) for d in range(n)]
+    lo, hi = me * block, (me + 1) * block
+
+    def push(src, counts):
+        src, counts = src.reshape(-1), counts.reshape(-1)
+        if src.size != t.size or counts.size < n:
+            raise _fault(f"{name}: input has {src.size} elements (target {t.size}) and "
+                         f"send_counts {counts.size} (domain {n}); input is [NR*MAX_RECV, SIZE] "
+                         f"and send_counts [NR]", code="TC502")
+        for dest in range(n):
+            set_cell(cells[dest], NOTIFY_SET, min(int(counts[dest]), cap))  # a count, not a credit
+        # the full MAX_RECV-row block goes, whatever the count: rows past it are stale
+        _deliver(data, lo, hi, src.reshape(n, block))
+
+    return Steps([(_barrier(link, signal, name, ALL_TO_ALL_V, loc, 1), [push])])

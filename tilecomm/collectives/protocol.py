@@ -55,10 +55,11 @@ class RankLink(ABC):
         copy (bounds-checked, cached on the view)."""
 
     @abstractmethod
-    def block(self, cell, expected: int, view, offsets: tuple, loc: int, collective: int,
-              generation: int) -> None:
-        """Wait for ``cell >= expected``, published for the deadlock monitor as a
-        wait inside ``collective`` at barrier ``generation``."""
+    def block(self, cell, expected: int, view, offsets: tuple, src: int, loc: int,
+              collective: int, generation: int) -> None:
+        """Wait for ``cell >= expected`` (domain rank ``src``'s arrival), published
+        for the deadlock monitor as a wait inside ``collective`` at barrier
+        ``generation``."""
 
     @abstractmethod
     def enter_collective(self, buffer_id: int) -> int:
@@ -81,16 +82,19 @@ def mesh_offsets(signal_rank: int, src: int, lane: int) -> tuple:
 
 
 class CreditBarrier:
-    """The barrier generations of one collective call on one signal lane.
+    """The ``generations`` barriers of a collective call on one signal lane.
 
     Built once per (call site, signal view, lane) and reused by every call
-    there: the cell handles are resolved once."""
+    there: cell handles and thresholds are resolved once, so a call costs one
+    signal add per peer and generation, one satisfied wait per peer and
+    generation, and the epilogue."""
 
-    __slots__ = ("link", "signal", "me", "peers", "ring", "out", "inc", "coll", "loc", "op",
-                 "_add", "_try", "_read", "spin", "offsets_in")
+    __slots__ = ("link", "signal", "me", "peers", "gens", "epilogue", "first", "coll", "loc",
+                 "op", "_add", "_try", "_read", "_arrive", "spin", "_enter", "_count", "bid", "devices",
+                 "later")
 
-    def __init__(self, link: RankLink, signal, op: str, coll: int, loc: int, *,
-                 lane: int = 0, ring_rows: int = 0):
+    def __init__(self, link: RankLink, signal, op: str, coll: int, loc: int, generations: int,
+                 *, lane: int = 0, ring: bool = False):
         self.link = link
         self.signal = signal
         self.op = op
@@ -99,81 +103,80 @@ class CreditBarrier:
         me, n = signal.rank, signal.nranks
         self.me = me
         self.peers = [p for p in range(n) if p != me]
-        self.ring = ring_rows
         t = link.transport
         self._add, self._try, self._read = t.signal, t.try_wait, t.read_cell
+        self._arrive = t.arrive_wait
+        self._enter, self._count = link.enter_collective, link.collective_count
+        self.bid = signal.buffer.id
+        self.devices = signal.buffer.devices
         self.spin = link.spin
         nd = len(signal.shape)
-        if ring_rows:
-            # generation g (1-based) uses row g-1: per row, my cell in each peer's
-            # copy and each peer's cell in mine
-            rows = range(ring_rows)
-            self.out = [[link.cell_of(signal, p, (g, me), op) for p in self.peers] for g in rows]
-            self.offsets_in = [[(g, s) for s in self.peers] for g in rows]
-            self.inc = [[link.cell_of(signal, me, o, op) for o in row] for row in self.offsets_in]
+        # per generation: (my cell in each peer's copy, [(peer's cell in mine,
+        # its offsets, the peer)], threshold)
+        self.gens = []
+        for g in range(1, generations + 1):
+            if ring:
+                # generation g has row g-1 to itself: threshold 1 every time
+                mine, theirs, need = (g - 1, me), [(g - 1, s) for s in self.peers], 1
+            else:
+                mine, theirs, need = mesh_offsets(nd, me, lane), \
+                    [mesh_offsets(nd, s, lane) for s in self.peers], g
+            out = [link.cell_of(signal, p, mine, op) for p in self.peers]
+            inc = [(link.cell_of(signal, me, o, op), o, s) for o, s in zip(theirs, self.peers)]
+            group = t.signal_group(out, [c for c, _, _ in inc])
+            self.gens.append((group, inc, need))
+        self.first = self.gens[0][1] if self.gens else []
+        if ring:
+            self.epilogue = [(c, -1) for _, inc, _ in self.gens for c, _, _ in inc]
         else:
-            self.out = [link.cell_of(signal, p, mesh_offsets(nd, me, lane), op)
-                        for p in self.peers]
-            self.offsets_in = [mesh_offsets(nd, s, lane) for s in self.peers]
-            self.inc = [link.cell_of(signal, me, o, op) for o in self.offsets_in]
+            self.epilogue = [(c, -generations) for c, _, _ in self.first]
+        self.gens = tuple(self.gens)
+        self.later = [x for _, inc, _ in self.gens[1:] for x in inc] if ring else []
 
     # ------------------------------------------------------------ a call
     def enter(self) -> None:
         """Count this call and check the signal is clean (see the module doc)."""
-        link, sig = self.link, self.signal
-        mine = link.enter_collective(sig.buffer.id)
-        first = self.inc[0] if self.ring else self.inc
-        for i, c in enumerate(first):
-            v = self._read(c)
+        mine = self._enter(self.bid)
+        read = self._read
+        for c, offs, src in self.first:
+            v = read(c)
             if v == 0:
                 continue
-            src = self.peers[i]
             # 1 is a peer's first arrival if that peer has entered this call
             # (its counter is read after the cell, so a 1 read before it entered
             # cannot be mistaken for its credit)
-            if v == 1 and link.collective_count(sig.buffer.devices[src], sig.buffer.id) >= mine:
+            if v == 1 and self._count(self.devices[src], self.bid) >= mine:
                 continue
-            self._dirty(first_offsets(self, i), v, "when the collective starts")
-        if self.ring:
-            for row, offs in zip(self.inc[1:], self.offsets_in[1:]):
-                for c, o in zip(row, offs):
-                    v = self._read(c)
-                    if v != 0:
-                        self._dirty(o, v, "when the collective starts")
+            self._dirty(offs, v, "when the collective starts")
+        for c, offs, _ in self.later:         # ring rows past the first: nobody is early
+            v = read(c)
+            if v != 0:
+                self._dirty(offs, v, "when the collective starts")
 
     def sync(self, g: int) -> None:
-        """Barrier generation ``g`` (1-based) of this call."""
-        add, try_wait, spin = self._add, self._try, self.spin
-        if self.ring:
-            out, inc, need = self.out[g - 1], self.inc[g - 1], 1
-        else:
-            out, inc, need = self.out, self.inc, g
-        for c in out:
-            add(c, NOTIFY_ADD, 1)
-        for i, c in enumerate(inc):
-            if not try_wait(c, CMP_GE, need, spin):
-                self._block(i, c, need, g)
+        """Barrier generation ``g`` (0-based here) of this call."""
+        group, inc, need = self.gens[g]
+        i = self._arrive(group, 1, need, self.spin)
+        if i >= 0:                       # a peer is late: the published, blocking path
+            try_wait = self._try
+            for c, offs, src in inc[i:]:
+                if not try_wait(c, CMP_GE, need, 0):
+                    self._block(c, offs, src, need, g + 1)
 
-    def finish(self, generations: int) -> None:
+    def finish(self) -> None:
         """The epilogue: take this call's credits back out of my own cells."""
         add = self._add
-        if self.ring:
-            for row in self.inc[:generations]:
-                for c in row:
-                    add(c, NOTIFY_ADD, -1)
-        else:
-            for c in self.inc:
-                add(c, NOTIFY_ADD, -generations)
+        for c, v in self.epilogue:
+            add(c, NOTIFY_ADD, v)
 
     # ------------------------------------------------------------ slow paths
-    def _block(self, i, cell, need, g):
-        offs = self.offsets_in[g - 1][i] if self.ring else self.offsets_in[i]
+    def _block(self, cell, offs, src, need, g):
         v = self._read(cell)
         # a peer is at most one generation ahead of me (or one call ahead, at
         # its first generation), so at most need + 1 of its credits can be here
         if v < 0 or v > need + 1:
             self._dirty(offs, v, f"at barrier generation {g}")
-        self.link.block(cell, need, self.signal, offs, self.loc, self.coll, g)
+        self.link.block(cell, need, self.signal, offs, src, self.loc, self.coll, g)
 
     def _dirty(self, offsets, value, when):
         sig = self.signal
@@ -191,7 +194,3 @@ class CreditBarrier:
             f"{self.op}: signal cell {sig.buffer.name}[{cell}] on rank {self.me} holds {value} "
             f"{when}; a collective's signal must be all zero when a call starts (collectives "
             f"leave it so) -- {cause}", code="TC507", hint=hint)
-
-
-def first_offsets(bar: CreditBarrier, i: int) -> tuple:
-    return bar.offsets_in[0][i] if bar.ring else bar.offsets_in[i]

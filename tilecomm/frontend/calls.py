@@ -17,6 +17,7 @@ from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
 from ..ops.check import CallCheck, SkipCheck, const_value, describe
 from ..ops import pld_ops
 from ..ops.registry import OpStub
+from ..ops import pl_ops
 from . import source as source_mod
 from .common import _err
 
@@ -32,6 +33,13 @@ class CallParsing:
                               "called")
         if isinstance(callee, OpStub):
             return self._op(callee.record, node)
+        if callee in control.SUBMIT_FORMS:
+            raise _err(ProgramSyntaxError, f"{callee.name}(...) is a statement of its own: "
+                       f"outs..., tid = {callee.name}(self.kernel, ...)", span, "TC330")
+        if callee in control.TASK_FORMS:
+            raise _err(ProgramSyntaxError, f"{callee.name}(...) opens a scope: use it in a with "
+                       f"statement" + (" or as a for-loop iterator" if callee is control.spmd
+                                       else ""), span, "TC330")
         if isinstance(callee, control.SpecialForm):
             raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
                               if callee is not control.yield_ else
@@ -93,6 +101,10 @@ class CallParsing:
         # where the call sits, for rules that depend on it (HOST collectives)
         extra = {"in_loop": bool(self.yield_stack),
                  "statement_call": node is self._statement_call}
+        if record.defers:
+            self.deferred_call_check(record, node)
+        if record is pl_ops.get_block_idx.record:
+            self.block_idx_read()
         if record.declares_buffer:
             lhs, self._alloc_target = self._alloc_target, None
             if lhs is None:

@@ -25,6 +25,7 @@ from ..ops.registry import lookup
 from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
 from .calls import CallParsing
+from .scopes import ScopeParsing, SubmitParsing, kernel_tasks
 from .common import _PY, _err
 from .fold import fold
 
@@ -35,7 +36,7 @@ _SHAPED_BINOP = {"+": pl_ops.add, "-": pl_ops.sub, "*": pl_ops.mul, "/": pl_ops.
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class FunctionParser(CallParsing):
+class FunctionParser(CallParsing, ScopeParsing, SubmitParsing):
     def __init__(self, builder, kfn, src, fn_ir: N.FunctionIR):
         self.b = builder
         self.kfn = kfn
@@ -64,6 +65,11 @@ class FunctionParser(CallParsing):
                 and isinstance(body[0].value.value, str):
             body = body[1:]                          # docstring
         self.fn.body = self.block(body)
+        if self.fn.tasks:
+            try:
+                self.fn.body = kernel_tasks(self.fn.body, self)
+            except UserError as e:
+                self.b.diags.append(e)
         self._finish_returns()
 
     def block(self, stmts) -> list:
@@ -94,6 +100,10 @@ class FunctionParser(CallParsing):
         if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.yield_):
             raise self.syntax(s, "pl.yield_(...) must be assigned: out = pl.yield_(...)",
                               "TC309")
+        self._standalone = s.value
+        if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.submit) or \
+                isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.spmd_submit):
+            return self.submit_stmt(None, s.value, s)
         return N.ExprStmt(self.span(s), self.expr(s.value))
 
     def s_assign(self, s: ast.Assign):
@@ -118,6 +128,9 @@ class FunctionParser(CallParsing):
         span = self.span(s)
         if isinstance(value_node, ast.Call) and self._is_form(value_node.func, control.yield_):
             return self._yield(target, value_node, s)
+        if isinstance(value_node, ast.Call) and any(self._is_form(value_node.func, f)
+                                                     for f in control.SUBMIT_FORMS):
+            return self.submit_stmt(target, value_node, s)
         rec = self._record_of(value_node.func) if isinstance(value_node, ast.Call) else None
         if rec is not None and rec.declares_buffer:
             if not isinstance(target, ast.Name):
@@ -211,6 +224,8 @@ class FunctionParser(CallParsing):
         form = self._value(it.func)
         if form is range:
             form = control.range
+        if form is control.spmd:
+            return self.spmd_for(s)
         if form not in (control.range, control.unroll, control.parallel):
             raise self.syntax(it, "loops iterate over pl.range(...), pl.unroll(...) or "
                               "pl.parallel(...)")
@@ -553,7 +568,8 @@ def _assigned_names(s) -> list:
 STMT = {ast.Expr: FunctionParser.s_expr, ast.Assign: FunctionParser.s_assign,
         ast.AnnAssign: FunctionParser.s_annassign, ast.AugAssign: FunctionParser.s_augassign,
         ast.For: FunctionParser.s_for, ast.If: FunctionParser.s_if,
-        ast.Return: FunctionParser.s_return, ast.Pass: FunctionParser.s_pass}
+        ast.Return: FunctionParser.s_return, ast.Pass: FunctionParser.s_pass,
+        ast.With: FunctionParser.s_with}
 
 EXPR = {ast.Constant: FunctionParser.e_constant, ast.Name: FunctionParser.e_name,
         ast.Attribute: FunctionParser.e_attribute, ast.Call: FunctionParser.e_call,

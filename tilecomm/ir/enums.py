@@ -69,3 +69,8 @@ class MemorySpace(enum.IntEnum):
     Left = 3
     Right = 4
     Acc = 5
+
+
+class ScopeMode(enum.IntEnum):
+    AUTO = 0
+    MANUAL = 1

@@ -19,3 +19,20 @@ range = SpecialForm("pl.range", "Sequential loop: pl.range(stop) / (start, stop[
 parallel = SpecialForm("pl.parallel", "Loop whose iterations are independent (runs in order).")
 unroll = SpecialForm("pl.unroll", "Compile-time unrolled loop over literal bounds.")
 yield_ = SpecialForm("pl.yield_", "Next values of a loop's init_values, bound after the loop.")
+
+# task scopes of orchestration functions (``with`` statements; ``pl.spmd`` also
+# as a loop iterator)
+at = SpecialForm("pl.at", "with pl.at(level=pl.Level.CORE_GROUP, name_hint=..., deps=[...]) "
+                 "as tid: the body runs as one task of the rank's scheduler.")
+spmd = SpecialForm("pl.spmd", "with pl.spmd(n) / for i in pl.spmd(n): the body runs as one "
+                   "task of n blocks (pl.get_block_idx() is the block index).")
+manual_scope = SpecialForm("pl.manual_scope", "with pl.manual_scope(): tasks inside are ordered "
+                           "by their explicit deps= only.")
+scope = SpecialForm("pl.scope", "with pl.scope(mode=pl.ScopeMode.MANUAL | AUTO): a dependency "
+                    "tracking scope.")
+TASK_FORMS = (at, spmd, manual_scope, scope)
+submit = SpecialForm("pl.submit", "outs..., tid = pl.submit(self.kernel, *args, deps=[...]): "
+                     "the kernel call as one task (class form).")
+spmd_submit = SpecialForm("pl.spmd_submit", "outs..., tid = pl.spmd_submit(self.kernel, *args, "
+                          "core_num=n): the kernel as one task of n blocks (class form).")
+SUBMIT_FORMS = (submit, spmd_submit)

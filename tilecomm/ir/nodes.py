@@ -152,6 +152,37 @@ class Return(Stmt):
     value: Expr | None = None
 
 
+@dataclass(eq=False)
+class TaskScope(Stmt):
+    """One task of an orchestration function: a ``pl.at(CORE_GROUP)`` or
+    ``pl.spmd`` body, or a kernel call, submitted to the rank's scheduler.
+
+    The body lives in its own InCore function (``call.func``); ``call`` passes
+    it the captured values, so every pass that follows calls follows tasks."""
+
+    call: Any = None            # FuncCall of the outlined body
+    name: str = ""              # name_hint (or the body function's name)
+    target: str | None = None   # name bound to the TaskId (``as tid``)
+    deps: list = field(default_factory=list)       # TaskId / TaskId-array expressions
+    blocks: Expr | None = None  # pl.spmd block count
+    accesses: list = field(default_factory=list)   # TaskAccess, per captured tensor
+    manual: bool = False        # inside pl.manual_scope(): explicit edges only
+    waiter: bool = False        # registers pld.system.defer_wait conditions
+    kind: str = "at"            # "at", "spmd" or "call"
+    no_dep: frozenset = frozenset()   # captured names left out of tracking (no_dep_args)
+
+
+@dataclass(eq=False)
+class TaskAccess:
+    """How a task touches one captured tensor: ``mode`` "r" or "w"; a region
+    (offsets, extents; expressions of the orchestration) or None for all of it."""
+
+    arg: int                    # index into the task call's arguments
+    mode: str
+    offsets: list | None = None
+    extents: list | None = None
+
+
 # ------------------------------------------------------------------ functions
 @dataclass(eq=False)
 class Param:
@@ -170,6 +201,7 @@ class FunctionIR:
     ret_type: Type | None = None
     py_name: str = ""
     returns_param: Any = None   # index (or tuple of indices) of the returned parameter(s)
+    tasks: bool = False         # an orchestration function that submits tasks
 
 
 @dataclass(eq=False)

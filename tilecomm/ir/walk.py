@@ -42,6 +42,9 @@ def exprs(node, shallow=False):
         children = [node.cond] + ([] if shallow else node.body + node.orelse)
     elif isinstance(node, N.Return):
         children = [node.value] if node.value is not None else []
+    elif isinstance(node, N.TaskScope):
+        # the body belongs to the outlined function; the call carries the captures
+        children = [node.call] + node.deps + ([node.blocks] if node.blocks is not None else [])
     for c in children:
         yield from exprs(c, shallow)
 

@@ -3,24 +3,28 @@ from types import SimpleNamespace as _NS
 
 from ..dtypes import (BF16, BOOL, FP16, FP32, FP64, INDEX, INT8, INT16, INT32, INT64, TASK_ID,
                       UINT8, UINT16, UINT32, UINT64, DataType)
-from ..ir.enums import FunctionType, Level, MemorySpace, Role
+from ..ir.enums import FunctionType, Level, MemorySpace, Role, ScopeMode
 from ..ops.pl_ops import (add, cast, const, create_tensor, div, load, max, maximum, min, minimum,
                           mul, read, slice, store, sub, write)
 from ..ops.pl_ops import create as _tile_create, full as _tile_full
-from .control import parallel, range, unroll, yield_
+from ..ops.pl_ops import array_create as _array_create, get_block_idx
+from .control import (at, manual_scope, parallel, range, scope, spmd, spmd_submit, submit, unroll,
+                      yield_)
 from .jit import function, jit, program
 from .typing import InOut, Out, Scalar, TaskId, Tensor, Tuple, dynamic
 
 tile = _NS(__tilecomm_namespace__="pl.tile", full=_tile_full, create=_tile_create, load=load,
            store=store, add=add, sub=sub, mul=mul, div=div, maximum=maximum, minimum=minimum,
-           cast=cast, read=read, write=write, slice=slice)
+           cast=cast, read=read, write=write, slice=slice, get_block_idx=get_block_idx)
 tensor = _NS(__tilecomm_namespace__="pl.tensor", add=add, sub=sub, mul=mul, div=div,
              maximum=maximum, minimum=minimum, cast=cast, slice=slice, read=read, write=write,
              create=create_tensor)
+array = _NS(__tilecomm_namespace__="pl.array", create=_array_create)
 
 __all__ = ["BF16", "BOOL", "FP16", "FP32", "FP64", "INDEX", "INT8", "INT16", "INT32", "INT64",
            "TASK_ID", "UINT8", "UINT16", "UINT32", "UINT64", "DataType", "FunctionType", "Level",
            "MemorySpace", "Role", "add", "cast", "const", "create_tensor", "div", "load", "max",
            "maximum", "min", "minimum", "mul", "read", "slice", "store", "sub", "write",
            "parallel", "range", "unroll", "yield_", "function", "jit", "program", "InOut", "Out",
-           "Scalar", "TaskId", "Tensor", "Tuple", "dynamic", "tile", "tensor"]
+           "Scalar", "TaskId", "Tensor", "Tuple", "dynamic", "tile", "tensor", "array", "at",
+           "spmd", "manual_scope", "scope", "ScopeMode", "get_block_idx", "submit", "spmd_submit"]

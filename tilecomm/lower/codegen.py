@@ -53,6 +53,18 @@ class FunctionEmitter:
         self.emit(f"def {py_name(self.fn)}({params}):", 0, self.fn.span)
         self.emit(f'"""{self.fn.kind} function {self.fn.py_name}, lowered from '
                   f'{self.fn.span}"""', 1, self.fn.span)
+        if self.fn.tasks:
+            # tasks go to the rank's scheduler; the function returns once every
+            # task it submitted completed, and stops the rest if anything failed
+            self.emit("_ts = _rt.task_scope()", 1, self.fn.span)
+            self.emit("try:", 1, self.fn.span)
+            self.block(self.fn.body, 2)
+            if not (self.fn.body and isinstance(self.fn.body[-1], N.Return)):
+                self.emit("_ts.close()", 2, self.fn.span)
+                self.emit("return None", 2, self.fn.span)
+            self.emit("except BaseException as _e:", 1, self.fn.span)
+            self.emit("raise _ts.abandon(_e)", 2, self.fn.span)
+            return
         self.block(self.fn.body, 1)
         if not (self.fn.body and isinstance(self.fn.body[-1], N.Return)):
             self.emit("return None", 1, self.fn.span)
@@ -100,7 +112,35 @@ class FunctionEmitter:
             self.block(s.orelse, ind + 1)
 
     def s_Return(self, s, ind):
-        self.emit(f"return {self.e(s.value) if s.value is not None else 'None'}", ind, s.span)
+        value = self.e(s.value) if s.value is not None else 'None'
+        if self.fn.tasks:
+            self.emit(f"_r = {value}", ind, s.span)
+            self.emit("_ts.close()", ind, s.span)
+            value = "_r"
+        self.emit(f"return {value}", ind, s.span)
+
+    def s_TaskScope(self, s, ind):
+        call = s.call
+        args = [self.e(a) for a in call.args]
+        if any(not a.isidentifier() for a in args):
+            # arguments are evaluated once: the call and the tracked accesses share them
+            tup = f"_ta{self.tmp}"
+            self.tmp += 1
+            self.emit(f"{tup} = ({''.join(a + ', ' for a in args)})", ind, s.span)
+            args = [f"{tup}[{i}]" for i in range(len(args))]
+        acc = []
+        for a in s.accesses:
+            offs = literal(None) if a.offsets is None else \
+                "(" + "".join(self.e(o) + ", " for o in a.offsets) + ")"
+            ext = literal(None) if a.extents is None else \
+                "(" + "".join(self.e(o) + ", " for o in a.extents) + ")"
+            acc.append(f"({args[a.arg]}, {a.mode!r}, {offs}, {ext})")
+        deps = "(" + "".join(self.e(d) + ", " for d in s.deps) + ")"
+        blocks = self.e(s.blocks) if s.blocks is not None else "1"
+        text = (f"_ts.submit({py_name(call.func)}, ({''.join(a + ', ' for a in args)}), "
+                f"{s.name!r}, {self.span_id(s.span)}, {deps}, "
+                f"({''.join(x + ', ' for x in acc)}), {blocks}, {s.waiter}, {s.manual})")
+        self.emit(f"{s.target} = {text}" if s.target else text, ind, s.span)
 
     # ------------------------------------------------------------ expressions
     def e(self, x) -> str:

@@ -11,6 +11,8 @@ CPU could honour more (the README lists them).
 """
 from __future__ import annotations
 
+import enum
+
 from ..dtypes import FP16, FP32, INT32
 from ..ir import nodes as N
 from ..ir.enums import ReduceOp
@@ -18,13 +20,11 @@ from ..ir.kinds import HOST, INCORE
 from ..ir.types import TensorType, is_static
 from ..runtime.host import HostRuntime
 from ..runtime.rank import RankContext
-from .check import const_value, describe
+from .check import const_value, describe, is_constant
 from .registry import op
 
 WHERE = (HOST, INCORE)
 EFFECTS = ("read", "write", "remote_read", "remote_write", "signal", "wait")
-# HOST builtins on a chip: at most this many ranks, FP32 data movement only
-CHIP_HOST_MAX_RANKS = 16
 
 
 # ------------------------------------------------------------------ operand helpers
@@ -34,11 +34,15 @@ def _on_chip(c) -> bool:
 
 def _window(c, name, role):
     """A window operand; on the HOST path it must be a view of an allocation."""
-    t = c.dist(name, role)
-    if c.kind == HOST and not isinstance(t.origin, N.BufferRecord):
+    if c.kind != HOST:
+        return c.dist(name, role)
+    t = c.type(name)
+    if not (isinstance(t, TensorType) and t.dist and isinstance(t.origin, N.BufferRecord)):
         c.type_error(f"{c.op} {role} must be a window-bound DistributedTensor (a view of an "
                      f"alloc_window_buffer) when called from a HOST orchestrator; got "
-                     f"{describe(t)} that is not a pld.window view made here", code="TC101",
+                     f"{describe(t)}" + (" that is not a pld.window view made here"
+                                          if isinstance(t, TensorType) and t.dist else ""),
+                     code="TC101",
                      at=name, hint="make the view in this function: pld.window(buf, shape, "
                                    "dtype=...)")
     return t
@@ -68,8 +72,9 @@ def _shape_error(c, msg, hint=None, name="signal"):
     c.value_error(f"{c.op} {msg}", code="TC220", at=name, hint=hint)
 
 
-_RING_HINT = ("a signal shaped for mode=\"ring\" allreduce ([2*(NR-1), NR]) cannot be shared "
-              "with a mesh collective")
+_RING_SHARED = ("a signal shaped for mode=\"ring\" allreduce ([2*(NR-1), NR]) cannot be "
+                "shared with this collective")
+_RING_HINT = "give the mesh collectives their own [NR, 1] signal"
 
 
 def _mesh_signal(c, t, *, host_rank1=True, host_rank2=False, name="signal"):
@@ -81,14 +86,16 @@ def _mesh_signal(c, t, *, host_rank1=True, host_rank2=False, name="signal"):
         if not ok:
             want = " or ".join(w for w, f in (("rank-1 [ws]", host_rank1),
                                               ("rank-2 [ws, 1]", host_rank2)) if f)
-            _shape_error(c, f"HOST builtin signal must be {want}; got {describe(t)}",
-                         name=name)
+            shared = len(shape) == 2 and is_static(shape[1]) and shape[1] != 1
+            _shape_error(c, f"HOST builtin signal must be {want}; got {describe(t)}"
+                            + (f"; {_RING_SHARED}" if shared else ""),
+                         hint=_RING_HINT if shared else None, name=name)
     elif len(shape) != 2:
         _shape_error(c, f"signal must be rank-2 [NR, 1] inside a kernel (one cell per rank); "
                         f"got {describe(t)}", name=name)
     if len(shape) == 2 and is_static(shape[1]) and shape[1] != 1:
-        _shape_error(c, f"signal shape[1] must be 1 (one cell per rank), got {shape[1]}",
-                     hint=_RING_HINT, name=name)
+        _shape_error(c, f"signal shape[1] must be 1 (one cell per rank), got {shape[1]} "
+                        f"({describe(t)}); {_RING_SHARED}", hint=_RING_HINT, name=name)
 
 
 def _distinct(c, names):
@@ -156,6 +163,10 @@ def _allreduce(c):
     _dtype_rule(c, t.dtype, (FP16, FP32), "target", "target")
     rop = c.enum("op", ReduceOp)
     mode = c.const("mode")
+    if not is_constant(c.arg("mode")):
+        c.value_error(f"pld.tensor.allreduce mode must be a compile-time string, \"mesh\" or "
+                      f"\"ring\"; got a runtime {describe(c.type('mode'))}", code="TC216",
+                      at="mode")
     if mode not in ("mesh", "ring"):
         c.value_error(f"pld.tensor.allreduce mode must be \"ring\" or \"mesh\", got {mode!r}",
                       code="TC214", at="mode")
@@ -168,14 +179,19 @@ def _allreduce(c):
         c.value_error(f"pld.tensor.allreduce core_num must be positive, got {cores}",
                       code="TC222", at="core_num")
     if c.kind != HOST and cores != 1:
-        c.value_error("pld.tensor.allreduce core_num > 1 is supported only in a HOST "
-                      "orchestrator; use an enclosing pl.spmd(...)", code="TC222", at="core_num")
+        c.value_error(f"pld.tensor.allreduce core_num > 1 is supported only in a HOST "
+                      f"orchestrator; use an enclosing pl.spmd(...) (got core_num={cores})",
+                      code="TC222", at="core_num")
     if mode == "ring" and cores != 1:
-        c.value_error("HOST pld.tensor.allreduce mode=\"ring\" does not support core_num > 1",
+        c.value_error(f"HOST pld.tensor.allreduce mode=\"ring\" does not support core_num > 1; "
+                      f"got core_num={cores}",
                       code="TC222", at="core_num", hint="use mode=\"mesh\" for several lanes")
     if c.kind == HOST and _on_chip(c) and cores > c.platform.aiv_cores:
         c.value_error(f"pld.tensor.allreduce core_num ({cores}) exceeds the backend AIV core "
-                      f"count ({c.platform.aiv_cores})", code="TC215", at="core_num")
+                      f"count ({c.platform.aiv_cores}) of the {c.platform.name} platform",
+                      code="TC215", at="core_num",
+                      hint=f"use at most {c.platform.aiv_cores} lanes; platform=\"cpu\" lifts "
+                           f"this limit")
     if "signal" in c.explicit and not c.given("signal"):
         c.type_error("pld.tensor.allreduce signal cannot be None; omit the signal argument for "
                      "host synthesis", code="TC312", at="signal")
@@ -211,8 +227,16 @@ def _ring_signal(c, s, rop, t):
         _shape_error(c, f"mode=\"ring\" signal must be rank-2 {want} with NR a compile-time "
                         f"constant; got {describe(s)}")
     nr = shape[1]
-    if is_static(shape[0]) and shape[0] != 2 * (nr - 1) + extra:
-        _shape_error(c, f"mode=\"ring\" signal shape[0] must equal {2 * (nr - 1) + extra} "
+    # one rank has no ring rounds, but a window has no zero-size dimension: [1, 1]
+    rows = max(1, 2 * (nr - 1) + extra)
+    if nr == 1 and shape[0] != rows:
+        # [k, 1] is the mesh family's shape, not a ring over one rank
+        _shape_error(c, f"mode=\"ring\" signal must be {want}; got {describe(s)}, the mesh "
+                        f"signal shape [NR, 1], which cannot be shared with a ring allreduce",
+                     hint="give the ring allreduce its own signal "
+                          + ("[2*(NR-1)+1, NR]" if host else "[2*(NR-1), NR]"))
+    if is_static(shape[0]) and shape[0] != rows:
+        _shape_error(c, f"mode=\"ring\" signal shape[0] must equal {rows} "
                         f"({want} for NR={nr}); got {describe(s)}",
                      hint="a mesh signal [NR, 1] cannot be shared with a ring allreduce")
     if host and _on_chip(c):
@@ -221,18 +245,17 @@ def _ring_signal(c, s, rop, t):
                           "(op=ReduceOp.Sum, dtype=FP32) on the "
                           f"{c.platform.name} platform; got op=ReduceOp.{rop.name}, dtype="
                           f"{t.dtype.name}", code="TC215", at="op",
-                          hint="platform=\"cpu\" runs every op and dtype")
-        if nr > CHIP_HOST_MAX_RANKS:
-            c.value_error(f"HOST ring allreduce supports at most {CHIP_HOST_MAX_RANKS} ranks on "
-                          f"the {c.platform.name} platform; the signal is for {nr}",
-                          code="TC215", at="signal")
+                          hint="mode=\"mesh\" takes every op and dtype; platform=\"cpu\" "
+                               "lifts this limit")
         n = 1
         for d in t.shape:
             n = n * d if is_static(d) and n is not None else None
         if n is None or n % nr:
             c.value_error(f"HOST ring allreduce on the {c.platform.name} platform needs a static "
                           f"element count divisible by NR={nr}; got {describe(t)}",
-                          code="TC215", at="target")
+                          code="TC215", at="target",
+                          hint="pad the data to a multiple of NR elements; platform=\"cpu\" "
+                               "lifts this limit")
 
 
 def _synthesized_signal(c, t, mode, cores):
@@ -287,9 +310,13 @@ def _broadcast(c):
     t = _window(c, "target", "target")
     s = _signal(c)
     root = c.const("root")
-    if not isinstance(root, int) or isinstance(root, bool):
-        c.type_error(f"pld.tensor.broadcast root must be a compile-time int; got "
-                     f"{describe(c.type('root'))}", code="TC216", at="root")
+    if not is_constant(c.arg("root")):
+        c.value_error(f"pld.tensor.broadcast root must be a compile-time int; got a runtime "
+                      f"{describe(c.type('root'))}", code="TC216", at="root",
+                      hint="every rank must agree on the root when the program is compiled")
+    if not isinstance(root, int) or isinstance(root, (bool, enum.Enum)):
+        c.type_error(f"pld.tensor.broadcast root must be an int rank; got {root!r} "
+                     f"({type(root).__name__})", code="TC105", at="root")
     if root < 0:
         c.value_error(f"pld.tensor.broadcast root rank must be non-negative, got {root}",
                       code="TC224", at="root")
@@ -344,8 +371,8 @@ def _reduce_scatter(c):
     rop = c.enum("op", ReduceOp)
     if rop is not ReduceOp.Sum:
         c.value_error(f"pld.tensor.reduce_scatter op must be ReduceOp.Sum (got "
-                      f"ReduceOp.{rop.name}); Max / Min / Prod are not provided for "
-                      f"reduce_scatter", code="TC219", at="op",
+                      f"ReduceOp.{rop.name}); Max / Min / Prod lowerings are not yet "
+                      f"implemented", code="TC219", at="op",
                       hint="use allreduce for Max / Min / Prod")
     _rank2(c, t, "target", "target")
     if not (t.dtype.is_float or t.dtype.is_int):
@@ -413,13 +440,18 @@ def _all_to_all_v(c):
     if is_static(i.shape[1]) and is_static(t.shape[1]) and i.shape[1] != t.shape[1]:
         c.value_error(f"pld.tensor.all_to_all_v input and target must have the same SIZE "
                       f"(shape[1]); got {i.shape[1]} and {t.shape[1]}", code="TC208", at="target")
-    if len(s.shape) != 2 or (is_static(s.shape[1]) and s.shape[1] != 1):
-        _shape_error(c, f"signal must be rank-2 [NR, 1]; got {describe(s)}", hint=_RING_HINT)
+    if len(s.shape) != 2:
+        _shape_error(c, f"signal must be rank-2 [NR, 1]; got {describe(s)}")
+    if not is_static(s.shape[1]) or s.shape[1] != 1:
+        _shape_error(c, f"signal shape[1] must be 1 (one cell per rank), got {s.shape[1]} "
+                        f"({describe(s)}); {_RING_SHARED}", hint=_RING_HINT)
     nr = s.shape[0]
     if not is_static(nr) or not is_static(t.shape[0]):
         c.value_error("pld.tensor.all_to_all_v needs compile-time constant target.shape[0] and "
                       f"signal.shape[0]; got {describe(t)} and {describe(s)}", code="TC216",
                       at="signal")
+    if nr <= 0:
+        _shape_error(c, f"signal.shape[0] must be positive (one cell per rank); got {nr}")
     if t.shape[0] % nr:
         c.value_error(f"pld.tensor.all_to_all_v signal.shape[0] ({nr}) must divide "
                       f"target.shape[0] ({t.shape[0]}): target is [NR*MAX_RECV, SIZE]",
@@ -434,7 +466,11 @@ def _all_to_all_v(c):
         if name == "recv_counts" and x.rank != 2:
             c.value_error(f"pld.tensor.all_to_all_v recv_counts must be [NR, 1]; got "
                           f"{describe(x)}", code="TC208", at=name)
-        if is_static(x.shape[0]) and x.shape[0] != nr:
+        if not is_static(x.shape[0]):
+            c.value_error(f"pld.tensor.all_to_all_v {name}.shape[0] must be a compile-time "
+                          f"constant equal to signal.shape[0] ({nr}); got {describe(x)}",
+                          code="TC216", at=name)
+        if x.shape[0] != nr:
             c.value_error(f"pld.tensor.all_to_all_v {name}.shape[0] ({x.shape[0]}) must equal "
                           f"signal.shape[0] ({nr})", code="TC208", at=name)
     _distinct(c, ("input", "target", "signal", "send_counts", "recv_counts"))

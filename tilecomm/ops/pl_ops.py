@@ -1,7 +1,7 @@
 """``pl`` primitives used by distributed programs: tiles, tensors, scalars."""
 from __future__ import annotations
 
-from ..dtypes import DataType, FP32, INT32
+from ..dtypes import DataType, FP32, INDEX, INT32
 from ..ir.enums import AtomicType
 from ..ir.types import (Dim, NONE, ScalarType, TensorType, TileType, is_static)
 from .check import const_value, describe
@@ -58,7 +58,7 @@ def _load(c):
 
 
 @op("pl.store", where=KERNEL, kernel=RankContext.store, effects=("write",),
-    aliases=("pl.tile.store",))
+    aliases=("pl.tile.store",), writes=("output_tensor",))
 def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_):
     """Write the tile's valid region into ``output_tensor`` at ``offsets`` and return
     the updated tensor (``out = pl.store(t, [0, 0], out)``).  A 2-D tile lands on
@@ -102,7 +102,7 @@ def _read(c):
 
 
 @op("pl.write", where=(ORCH, INCORE), kernel=RankContext.write, effects=("write",),
-    aliases=("pl.tile.write", "pl.tensor.write"))
+    aliases=("pl.tile.write", "pl.tensor.write"), writes=("dst",))
 def write(dst, offset, value):
     """Write one scalar element of a tensor (a window's local copy) or tile."""
 
@@ -285,6 +285,37 @@ def _create_tensor(c):
     return TensorType(shp, dt)
 
 
+# ------------------------------------------------------------------ tasks
+@op("pl.get_block_idx", where=KERNEL, kernel=RankContext.get_block_idx,
+    aliases=("pl.tile.get_block_idx",))
+def get_block_idx():
+    """The block index of the running ``pl.spmd`` task (0 outside one)."""
+
+
+@get_block_idx.rule
+def _get_block_idx(c):
+    return ScalarType(INDEX)
+
+
+@op("pl.array.create", where=(ORCH, INCORE), kernel=RankContext.create_array,
+    static=("extent", "dtype"))
+def array_create(extent, dtype):
+    """A small on-core array of ``extent`` scalars (``pl.TASK_ID`` arrays collect
+    TaskIds for ``deps=[tids]``; entries not yet assigned name no task)."""
+
+
+@array_create.rule
+def _array_create(c):
+    n = c.const("extent")
+    if not isinstance(n, int) or isinstance(n, bool):
+        c.type_error(f"pl.array.create extent must be a static int; got "
+                     f"{describe(c.type('extent'))}", code="TC105", at="extent")
+    if n <= 0:
+        c.value_error(f"pl.array.create extent must be positive; got {n}", code="TC210",
+                      at="extent")
+    return TensorType((n,), _dtype_arg(c, "dtype"))
+
+
 __all__ = ["load", "store", "read", "write", "add", "sub", "mul", "div", "maximum", "minimum",
            "cast", "full", "create", "slice", "const", "min", "max", "create_tensor", "FP32",
-           "INT32", "const_value"]
+           "INT32", "const_value", "get_block_idx", "array_create"]

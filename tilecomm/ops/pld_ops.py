@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..dtypes import DataType, INDEX, INT32
+from ..ir import nodes as N
 from ..ir.enums import AtomicType, NotifyOp, WaitCmp
 from ..ir.types import (CommCtxType, NONE, PtrType, ScalarType, TensorType, TileType,
                         is_static, numel)
@@ -79,7 +80,7 @@ def _signal_cell(c, name, role):
 
 
 @op("pld.system.notify", where=KERNEL, kernel=RankContext.notify,
-    effects=("signal", "remote_write"), static=("op",), notifies="target")
+    effects=("signal", "remote_write"), static=("op",), notifies="target", untracked=("target",))
 def notify(target, peer, offsets, value, *, op):
     """Deposit ``value`` into ``target[offsets]`` of rank ``peer``'s copy:
     ``op=NotifyOp.Set`` stores it, ``op=NotifyOp.AtomicAdd`` adds it atomically."""
@@ -95,7 +96,7 @@ def _notify(c):
 
 
 @op("pld.system.wait", where=KERNEL, kernel=RankContext.wait, effects=("wait", "read"),
-    static=("cmp",))
+    static=("cmp",), untracked=("signal",))
 def wait(signal, offsets, expected, *, cmp):
     """Block until this rank's ``signal[offsets]`` equals (``WaitCmp.Eq``) or is at
     least (``WaitCmp.Ge``) ``expected``."""
@@ -106,6 +107,42 @@ def _wait(c):
     _signal_cell(c, "signal", "signal")
     c.integer("expected", int32=True)
     c.enum("cmp", WaitCmp)
+    return NONE
+
+
+@op("pld.system.defer_wait", where=KERNEL, kernel=RankContext.defer_wait, effects=("wait",),
+    static=("cmp",), untracked=("signal",), defers=True)
+def defer_wait(signal, offsets, expected, *, cmp):
+    """Register the completion condition ``signal[offsets] >= expected`` (uint32)
+    on the enclosing waiter task and return at once: the task's core is freed
+    when its body ends, its TaskId completes once every condition holds."""
+
+
+@defer_wait.rule
+def _defer_wait(c):
+    sig = c.type("signal")
+    if isinstance(sig, TensorType) and not (isinstance(c.arg("signal"), N.Var) and
+                                            isinstance(sig.origin, tuple) and
+                                            sig.origin[0] == "param"):
+        c.syntax_error("pld.system.defer_wait signal must be a window passed to the task "
+                       "directly (a function parameter), not a slice, view or alias",
+                       code="TC331", at="signal")
+    if isinstance(sig, TensorType) and sig.dist and sig.dtype is not INT32:
+        c.type_error(f"pld.system.defer_wait signal dtype must be INT32; got {sig.dtype.name}",
+                     code="TC204", at="signal")
+    _signal_cell(c, "signal", "signal")
+    c.integer("expected")
+    v = const_value(c.arg("expected"))
+    if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 2**31 - 1:
+        c.value_error(f"pld.system.defer_wait constant expected must be in [0, INT32_MAX], got "
+                      f"{v}", code="TC218", at="expected",
+                      hint="deferred conditions compare unsigned counters that never go "
+                           "negative")
+    cmp = c.enum("cmp", WaitCmp)
+    if cmp is not WaitCmp.Ge:
+        c.value_error(f"pld.system.defer_wait only supports WaitCmp.Ge; got WaitCmp.{cmp.name}",
+                      code="TC240", at="cmp", hint="an Eq condition needs a blocking "
+                      "pld.system.wait")
     return NONE
 
 
@@ -195,7 +232,7 @@ def _window(c):
 
 # ------------------------------------------------------------------ tile RMA
 @op("pld.tile.remote_load", where=KERNEL, kernel=RankContext.remote_load,
-    effects=("remote_read",), aliases=("pld.remote_load",))
+    effects=("remote_read",), aliases=("pld.remote_load",), untracked=("target",))
 def remote_load(target, peer, offsets, shape, valid_shape=None):
     """Load ``target[offsets : offsets + shape]`` from rank ``peer``'s copy into a
     new tile (``valid_shape`` reads only a ragged leading extent)."""
@@ -247,7 +284,7 @@ def _push_rule(c, src_name, src_shape, src_dtype):
 
 
 @op("pld.tile.remote_store", where=KERNEL, kernel=RankContext.remote_store,
-    effects=("remote_write",), impl_renames={"src_tile": "src"})
+    effects=("remote_write",), impl_renames={"src_tile": "src"}, untracked=("target",))
 def remote_store(src_tile, target, peer, offsets, *, atomic=AtomicType.None_):
     """Write a local 2-D tile into rank ``peer``'s copy of ``target`` at ``offsets``;
     ``atomic=AtomicType.Add`` accumulates instead.  No synchronisation of its own."""
@@ -263,7 +300,7 @@ def _tile_remote_store(c):
 
 
 @op("pld.tensor.remote_store", where=KERNEL, kernel=RankContext.remote_store,
-    effects=("read", "remote_write"))
+    effects=("read", "remote_write"), untracked=("target",))
 def tensor_remote_store(src, target, peer, offsets, *, atomic=AtomicType.None_):
     """Tensor-level form of remote_store: push a computed tensor value (or a GM
     tensor, loaded implicitly) into rank ``peer``'s copy of ``target``."""
@@ -284,7 +321,7 @@ def _tensor_remote_store(c):
 
 
 @op("pld.remote_store", where=KERNEL, kernel=RankContext.remote_store,
-    effects=("read", "remote_write"))
+    effects=("read", "remote_write"), untracked=("target",))
 def remote_store_short(src, target, peer, offsets, *, atomic=AtomicType.None_):
     """Short form: ``pld.tile.remote_store`` for a Tile ``src``, otherwise
     ``pld.tensor.remote_store``."""
@@ -367,7 +404,7 @@ def _transfer_rule(c):
 
 
 @op("pld.tensor.put", where=KERNEL, kernel=RankContext.put, effects=("read", "remote_write"),
-    static=("chunk_rows", "chunk_cols", "pipeline"))
+    static=("chunk_rows", "chunk_cols", "pipeline"), untracked=("dst",))
 def put(dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, *,
         atomic=AtomicType.None_, chunk_rows=0, chunk_cols=0, pipeline=False):
     """Copy local ``src`` (a Tensor or window) into rank ``peer``'s copy of window
@@ -389,7 +426,7 @@ def _put(c):
 
 
 @op("pld.tensor.get", where=KERNEL, kernel=RankContext.get, effects=("remote_read", "write"),
-    static=("chunk_rows", "chunk_cols", "pipeline"))
+    static=("chunk_rows", "chunk_cols", "pipeline"), writes=("dst",), untracked=("src",))
 def get(dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, *, chunk_rows=0,
         chunk_cols=0, pipeline=False):
     """Copy rank ``peer``'s copy of window ``src`` into local ``dst`` (a Tensor or

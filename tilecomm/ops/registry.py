@@ -54,6 +54,14 @@ class OpRecord:
     # a pld.tensor.* collective: its window operands form one comm domain, and
     # in a HOST orchestrator it runs as one builtin dispatch per member rank
     collective: bool = False
+    # task dependency tracking: tensor parameters whose local copy the op
+    # writes (the others it takes are read), and parameters it reaches only as
+    # a signal cell or a peer's copy (no access to this rank's data).  An op
+    # with a write effect that names no parameter writes all of them.
+    writes: tuple = ()
+    untracked: tuple = ()
+    # the call registers a deferred-completion condition on its task
+    defers: bool = False
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -116,7 +124,8 @@ _RECORDS: dict[str, OpRecord] = {}
 
 def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), aliases=(),
        context_hint=None, compile_only=(), impl_renames=None, value=None,
-       declares_buffer=False, notifies=None, collective=False):
+       declares_buffer=False, notifies=None, collective=False, writes=(), untracked=(),
+       defers=False):
     """Declare a primitive from its stub function (signature + docstring).
 
     ``kernel`` implements it where ranks run it (orchestration and InCore
@@ -142,7 +151,8 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                        context_hint=dict(context_hint or {}), compile_only=tuple(compile_only),
                        impl_renames=dict(impl_renames or {}), value=value,
                        declares_buffer=declares_buffer, notifies=notifies,
-                       collective=collective)
+                       collective=collective, writes=tuple(writes), untracked=tuple(untracked),
+                       defers=defers)
         if name in _RECORDS:
             raise AssertionError(f"op {name} declared twice")
         _RECORDS[name] = rec

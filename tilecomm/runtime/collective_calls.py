@@ -43,9 +43,9 @@ class RankCollectives(RankLink):
             cell = self._cell(view, member, offsets, op)
         return cell
 
-    def block(self, cell, expected, view, offsets, loc, collective, generation):
+    def block(self, cell, expected, view, offsets, src, loc, collective, generation):
         flat = int(np.ravel_multi_index(offsets, view.shape))
-        record = C.WaitRecord(view.buffer.id, flat, CMP_GE, int(expected), loc, -1,
+        record = C.WaitRecord(view.buffer.id, flat, CMP_GE, int(expected), loc, src,
                               self.func_id, view.shape[-1], len(view.shape), collective,
                               generation)
         self._block_on(cell, CMP_GE, int(expected), record)

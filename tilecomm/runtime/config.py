@@ -21,6 +21,11 @@ class Platform:
 
 
 TRANSPORT_NAMES = tuple(TRANSPORTS)
+# cores of a rank's scheduler on the "cpu" platform: enough that independent
+# tasks visibly overlap (and a missing dependency races), few enough that a
+# 2-core machine running several ranks is not flooded with threads
+CPU_CORES = 4
+MAX_CORES = 256
 
 PLATFORMS = {
     "cpu": Platform("cpu", bf16_atomic_add=True, aiv_cores=0),
@@ -80,6 +85,9 @@ class RunConfig:
                        (0 = never; deadlocks are reported without it).
     spin_iters         busy-poll iterations before a wait yields, then sleeps.
     cache_dir          where lowered Python sources are kept for stepping through.
+    cores              cores (task threads) of each rank's scheduler: None (default)
+                       is the chip profile's AIV count, or CPU_CORES for "cpu";
+                       only the "cpu" platform accepts another value.
     transport          how ranks reach each other's windows: "shm" (shared memory,
                        zero-copy) or "copy" (every remote byte moves through an
                        explicit request, as over a network).  None (default):
@@ -93,6 +101,7 @@ class RunConfig:
     spin_iters: int = 2000
     cache_dir: str | None = None
     transport: str | None = None
+    cores: int | None = None
 
     def __post_init__(self):
         if self.platform not in PLATFORMS:
@@ -111,6 +120,16 @@ class RunConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
                 raise ConfigError(f"RunConfig.{name} must be {want}, got {v!r}", code="TC402")
 
+        if self.cores is not None:
+            c = self.cores
+            if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_CORES:
+                raise ConfigError(f"RunConfig.cores must be an int in [1, {MAX_CORES}], got {c!r}",
+                                  code="TC402")
+            fixed = PLATFORMS[self.platform].aiv_cores
+            if self.platform != "cpu" and c != fixed:
+                raise ConfigError(f"RunConfig.cores is fixed by the {self.platform!r} profile "
+                                  f"({fixed} AIV cores); got {c}", code="TC402",
+                                  hint="only platform='cpu' takes a core count")
         if self.transport is not None and self.transport not in TRANSPORT_NAMES:
             raise ConfigError(f"RunConfig.transport must be one of {list(TRANSPORT_NAMES)}, got "
                               f"{self.transport!r}", code="TC402")
@@ -123,6 +142,12 @@ class RunConfig:
             raise ConfigError(f"TILECOMM_TRANSPORT must be one of {list(TRANSPORT_NAMES)}, got "
                               f"{name!r}", code="TC402")
         return name
+
+    def resolved_cores(self) -> int:
+        """Cores of each rank's task scheduler."""
+        if self.cores is not None:
+            return self.cores
+        return PLATFORMS[self.platform].aiv_cores or CPU_CORES
 
     @property
     def platform_profile(self) -> Platform:

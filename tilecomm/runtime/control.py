@@ -139,6 +139,7 @@ class ShmControlPlane(ControlPlane):
         self.base = segment.addr
         self.world = world
         self._gen = 0                  # rank side: this process's block count
+        self._counters = self.base + (HEADER_SLOTS + RECORD_SLOTS * world) * SLOT
 
     def attach(self):
         return ShmControlPlane(Segment.attach(self.segment.name), self.world)
@@ -163,14 +164,10 @@ class ShmControlPlane(ControlPlane):
         self.set(rank, GEN, self._gen)
         self.set(rank, STATE, BLOCKED)   # seq_cst, after the record: see the module doc
 
-    def _counter_addr(self, rank: int, buffer_id: int) -> int:
-        return self.base + (HEADER_SLOTS + RECORD_SLOTS * self.world + COUNTER_SLOTS * rank
-                            + buffer_id) * SLOT
-
     def enter_collective(self, rank, buffer_id):
         if not 0 <= buffer_id < COUNTER_SLOTS:
             return 0
-        addr = self._counter_addr(rank, buffer_id)
+        addr = self._counters + (COUNTER_SLOTS * rank + buffer_id) * SLOT
         n = native.load_i64(addr) + 1      # only this rank writes its own counters
         native.store_i64(addr, n)
         return n
@@ -178,7 +175,7 @@ class ShmControlPlane(ControlPlane):
     def collective_count(self, rank, buffer_id):
         if not 0 <= buffer_id < COUNTER_SLOTS:
             return 1 << 62
-        return native.load_i64(self._counter_addr(rank, buffer_id))
+        return native.load_i64(self._counters + (COUNTER_SLOTS * rank + buffer_id) * SLOT)
 
     def publish_done(self, rank, seq):
         # a seq_cst store that always wakes: waiters of dispatch progress are rare

@@ -24,6 +24,7 @@ from ..errors import TilecommError, UserError
 from ..transport import make_host
 from ..transport import segments as S
 from . import control as C
+from . import taskplane
 from . import forking, hostfaults
 from .arguments import check_arguments, copy_back, map_result, share_arguments
 from .host import HostRuntime
@@ -56,7 +57,8 @@ class Ranks:
         self.launcher = ForkLauncher(world)
         self.control = self.transport = None
         try:
-            self.control = C.ShmControlPlane(self._new_segment(C.control_size(world)), world)
+            self.control = C.ShmControlPlane(
+                self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
             self.transport = make_host(self.transport_name, world, self._new_segment)
         except BaseException:
             self.close()

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import time
 
+from ..collectives.names import collective_name
 from ..errors import DeadlockError, RankFailure
 from ..tools.deadlock import BlockedWait, NotifierSet, deadlock_report
+from ..tools.taskreport import RankTasks, TaskWait
 from . import control as C
 from . import shmspace
+from . import taskplane
 from .launcher import describe_exit
 from .messages import Done, Failed
 
@@ -66,6 +69,12 @@ def quiescent(run):
         return None
     blocked = []
     for rank, status in zip(live, before):
+        if status.wait is not None and status.wait.buffer == taskplane.TASKS:
+            waits = task_waits(run, rank, status.wait)
+            if waits is None or any(b.satisfied for b in waits):
+                return None
+            blocked.extend(waits)
+            continue
         b = blocked_wait(run, rank, status.wait)
         if b is None or b.satisfied:
             return None
@@ -96,8 +105,46 @@ def blocked_wait(run, rank: int, w: C.WaitRecord):
     value = run.ranks.transport.read_cell(handle, 4 * w.index)
     rec = exe.prog.buffers[w.buffer]
     notifiers = NotifierSet({d: sorted(f) for d, f in sorted(rec.notifiers.items())})
+    name = collective_name(w.coll)
+    if name is not None:
+        # w.peer: the domain rank whose arrival the barrier waits for
+        common.update(collective=name, generation=w.gen, domain=tuple(buf.devices),
+                      waits_for=buf.devices[w.peer] if 0 <= w.peer < len(buf.devices) else -1,
+                      function=None)
     return BlockedWait(kind="signal", buffer=buf.name, index=w.index, value=value,
                        notifiers=notifiers, **common)
+
+
+def task_waits(run, rank: int, rec: C.WaitRecord):
+    """The blocked waits of a rank that runs tasks (each core's wait, each
+    deferred TaskId's pending condition), from its published snapshot; None
+    if the snapshot shows a task that is not blocked on a cell."""
+    snap = taskplane.read(run.ranks.control, rank)
+    if snap is None:
+        return None
+    exe = run.executable
+    locs = [e["loc"] for k in ("running", "deferred", "ready", "held", "queued")
+            for e in snap.get(k, [])]
+    locs += [d["loc"] for q in snap.get("queued", []) for d in q["deps"]]
+    tasks = RankTasks(rank, snap.get("cores", 0), snap, {i: exe.span(i) for i in set(locs)})
+    out = []
+
+    def add(w, entry, core):
+        b = blocked_wait(run, rank, taskplane.record(w, rec.func))
+        if b is None:
+            return False
+        fields = {f: getattr(b, f) for f in b.__dataclass_fields__}
+        out.append(TaskWait(**fields, task=entry["task"], task_span=exe.span(entry["loc"]),
+                            tid=entry["tid"], core=core, buffer_id=w[0], tasks=tasks))
+        return True
+
+    for e in snap.get("running", []):
+        if e["wait"] is None or not add(e["wait"], e, e["core"]):
+            return None
+    for d in snap.get("deferred", []):
+        if not add(d["cur"], d, -1):
+            return None
+    return out
 
 
 def wake_blocked(run) -> None:
@@ -106,6 +153,12 @@ def wake_blocked(run) -> None:
     control = run.ranks.control
     for rank, status in zip(range(run.world), control.snapshot(range(run.world))):
         w = status.wait
+        if w is not None and w.buffer == taskplane.TASKS:
+            for b in task_waits(run, rank, w) or ():
+                buf = run.buffers.get(b.buffer_id)
+                if buf is not None and rank in buf.devices:
+                    run.ranks.transport.wake(buf.segments[buf.domain_rank(rank)], 4 * b.index)
+            continue
         if w is None or w.buffer == C.DEP_WAIT:
             continue
         buf = run.buffers.get(w.buffer)

@@ -17,6 +17,7 @@ from ..transport.memops import check_atomic
 from . import control as C
 from .collective_calls import RankCollectives
 from .kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
+from .taskops import TaskOps
 from .values import WindowView, make_tile
 
 
@@ -63,7 +64,7 @@ def _sendable(dtype, src, atomic):
     return src.astype(dtype, casting="same_kind")
 
 
-class RankContext(KernelOps, RankCollectives):
+class RankContext(KernelOps, RankCollectives, TaskOps):
     def __init__(self, device: int, world: int, control, transport, config):
         self.device = device
         self.image = None                # the program being run (set per dispatch)
@@ -82,6 +83,15 @@ class RankContext(KernelOps, RankCollectives):
             # plus one of these calls
             self._signal = transport.signal
             self._try_wait = transport.try_wait
+
+    _aborted_exc = RankAborted
+
+    def _hooks(self, record):
+        # a task's wait is one of its scheduler's agents; the rank's own
+        # thread publishes into the rank's record
+        if self.agent is None:
+            return _Blocked(self, record)
+        return self.sched.hooks(self.agent, record, self)
 
     # -------------------------------------------------------------- contexts
     def get_comm_ctx(self, dist_tensor):
@@ -125,7 +135,7 @@ class RankContext(KernelOps, RankCollectives):
 
     def _block_on(self, cell, cmp: int, expected: int, record: C.WaitRecord) -> None:
         """The blocking part of a wait, published for the monitor as ``record``."""
-        self.transport.wait(cell, cmp, expected, _Blocked(self, record))
+        self.transport.wait(cell, cmp, expected, self._hooks(record))
 
     def _cell(self, view: WindowView, peer, offsets, op):
         p = self._peer(view, peer, op)
@@ -159,7 +169,7 @@ class RankContext(KernelOps, RankCollectives):
         ctl = self.control
         if not ctl.wait_done(rank, seq, self.spin, None):
             record = C.WaitRecord(C.DEP_WAIT, seq, 1, seq, -1, rank, self.func_id, 1, 1)
-            ctl.wait_done(rank, seq, 0, _Blocked(self, record))
+            ctl.wait_done(rank, seq, 0, self._hooks(record))
 
     # -------------------------------------------------------------- tile RMA
     def remote_load(self, target, peer, offsets, shape, valid_shape=None):

@@ -155,6 +155,9 @@ def format_failure(exc, image, loc):
         if src:
             lines.append(f"    {src}")
     msg = exc.message if isinstance(exc, UserError) else str(exc)
+    task = getattr(exc, "task_name", None)
+    if task:                                # raised by a task of the rank's scheduler
+        msg = f"in task '{task}': {msg}"
     code = getattr(exc, "code", None)
     lines.append(f"{type(exc).__name__}: {msg}" + (f" [{code}]" if code else ""))
     if not isinstance(exc, UserError):

@@ -50,6 +50,13 @@ class BlockedWait:
     index: int = 0
     peer: int = -1
     notifiers: NotifierSet = NotifierSet()
+    # a wait inside a pld.tensor.* collective: which one (its call site is
+    # ``span``), the barrier generation, whose arrival it waits for, and the
+    # devices of the comm domain that must all make the call
+    collective: str | None = None
+    generation: int = 0
+    waits_for: int = -1
+    domain: tuple = ()
 
     @property
     def satisfied(self) -> bool:
@@ -66,15 +73,41 @@ class BlockedWait:
         else:
             d.update(buffer=self.buffer, index=self.index,
                      notifiers=dict(self.notifiers.by_device))
+        if self.collective:
+            d.update(collective=self.collective, generation=self.generation,
+                     waits_for=self.waits_for, domain=list(self.domain))
         return d
+
+    def where(self) -> str:
+        """One phrase for what this rank is stuck in."""
+        at = f" at {self.span}" if self.span else ""
+        if self.collective:
+            return f"inside {self.collective}{at} (signal '{self.buffer}')"
+        if self.kind == "dispatch":
+            return f"waiting for rank {self.peer}'s dispatch #{self.expected}"
+        return f"blocked in pld.system.wait{at}"
 
 
 def deadlock_report(blocked: list, world: int, finished) -> str:
     """The text of a DeadlockError: every blocked wait and who could release it."""
+    nblocked = len({b.rank for b in blocked})
     lines = [f"deadlock: every live rank is blocked and no rank can release any of them "
-             f"({len(blocked)} blocked, {world - len(blocked)} finished)"]
+             f"({nblocked} blocked, {world - nblocked} finished)"]
     finished = sorted(finished)
+    lines.extend(_collective_lines(blocked, finished))
+    grouped = set()
     for b in blocked:
+        if b.collective:
+            continue
+        # records of a rank that runs tasks explain themselves together
+        group = getattr(b, "report_group", None)
+        if group is not None:
+            if id(group) not in grouped:
+                grouped.add(id(group))
+                lines.extend(group.lines([w for w in blocked
+                                          if getattr(w, "report_group", None) is group],
+                                         finished))
+            continue
         where = f" at {b.span}" if b.span else ""
         if b.kind == "dispatch":
             lines.append(f"  rank {b.rank}: waits for rank {b.peer} to finish dispatch "
@@ -98,6 +131,42 @@ def deadlock_report(blocked: list, world: int, finished) -> str:
         else:
             lines.append(f"      no dispatch of this program notifies window '{b.buffer}': "
                          f"nothing can ever release this wait")
-    lines.append("  hint: every rank's notify must come before its wait, values must reach the "
-                 "expected threshold, and hand-rolled signals are not self-clearing")
+    if any(b.collective for b in blocked):
+        lines.append("  hint: every rank of a comm domain must make the same collective calls on "
+                     "a signal, in the same order (rank-uniform control flow)")
+    if any(not b.collective for b in blocked):
+        lines.append("  hint: every rank's notify must come before its wait, values must reach "
+                     "the expected threshold, and hand-rolled signals are not self-clearing")
     return "\n".join(lines)
+
+
+def _collective_lines(blocked: list, finished: list) -> list:
+    """Per collective call site: who is inside it at which generation, and what
+    every member of its domain that is not inside it is doing instead."""
+    groups: dict = {}
+    for b in blocked:
+        if b.collective:
+            groups.setdefault((b.collective, b.buffer, b.span), []).append(b)
+    by_rank = {b.rank: b for b in blocked}
+    lines = []
+    for (name, buf, span), inside in groups.items():
+        at = f" at {span}" if span else ""
+        lines.append(f"  {name}{at} (signal '{buf}', comm domain: ranks "
+                     f"{', '.join(map(str, inside[0].domain))})")
+        for b in sorted(inside, key=lambda b: b.rank):
+            cell = ", ".join(map(str, b.cell))
+            lines.append(f"      rank {b.rank}: inside, at barrier generation {b.generation}, "
+                         f"waiting for rank {b.waits_for} to arrive (cell {buf}[{cell}] = "
+                         f"{b.value}, needs >= {b.expected})")
+        members = {b.rank for b in inside}
+        for d in inside[0].domain:
+            if d in members:
+                continue
+            if d in by_rank:
+                doing = by_rank[d].where()
+            elif d in finished:
+                doing = "finished its dispatches"
+            else:
+                doing = "not blocked"
+            lines.append(f"      rank {d}: never entered this call -- {doing}")
+    return lines

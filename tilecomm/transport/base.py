@@ -126,6 +126,24 @@ class Endpoint(ABC):
         rank's own) satisfies ``cmp`` against ``expected``; False if it still
         does not.  Publishes nothing: the common, cheap case of a wait."""
 
+    def signal_group(self, outs: list, ins: list):
+        """Prepare the cells of one barrier generation for :meth:`arrive_wait`:
+        ``outs`` (cells in peers' copies) and ``ins`` (this rank's own cells).
+        Opaque; built once, used for every call."""
+        return tuple(outs), tuple(ins)
+
+    def arrive_wait(self, group, value: int, expected: int, spin: int) -> int:
+        """Add ``value`` to every cell of ``outs``, then :meth:`try_wait` (``>=
+        expected``) on each cell of ``ins``; -1 if all were satisfied, else the
+        index of the first that was not.  A transport may do it in one step."""
+        outs, ins = group
+        for c in outs:
+            self.signal(c, NOTIFY_ADD, value)
+        for i, c in enumerate(ins):
+            if not self.try_wait(c, CMP_GE, expected, spin):
+                return i
+        return -1
+
     @abstractmethod
     def wait(self, cell, cmp: int, expected: int, hooks: WaitHooks) -> None:
         """Block until the cell (this rank's own) satisfies the condition:

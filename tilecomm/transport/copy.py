@@ -267,6 +267,9 @@ class CopyEndpoint(Endpoint):
         self._stage = stage
         self._own: dict[str, Segment] = {}
         self._views: dict = {}
+        # the tasks of a rank share its channel and staging buffer: one
+        # request (and its staged chunks) at a time
+        self._lock = threading.RLock()
 
     def _mine(self, key: WindowKey, member: int) -> bool:
         return key.devices[member] == self.device
@@ -287,8 +290,9 @@ class CopyEndpoint(Endpoint):
         return a
 
     def _request(self, req):
-        self._conn.send(req)
-        reply = self._conn.recv()
+        with self._lock:
+            self._conn.send(req)
+            reply = self._conn.recv()
         if reply.error is not None:
             raise reply.error
         return reply.value
@@ -302,6 +306,10 @@ class CopyEndpoint(Endpoint):
         if type(window) is not tuple:
             write_region(window[index], src, atomic)
             return
+        with self._lock:
+            self._put(window, index, src, atomic)
+
+    def _put(self, window, index, src, atomic):
         seg, shape, dtype = window
         idx, chunks = _chunks(shape, index, np.dtype(dtype).itemsize)
         flat = np.ascontiguousarray(src).reshape(-1)
@@ -322,6 +330,10 @@ class CopyEndpoint(Endpoint):
         if type(window) is not tuple:
             np.copyto(dst, window[index])
             return
+        with self._lock:
+            self._get(window, index, dst)
+
+    def _get(self, window, index, dst):
         seg, shape, dtype = window
         idx, chunks = _chunks(shape, index, np.dtype(dtype).itemsize)
         if chunks is None or dst.shape != tuple(s.stop - s.start for s in idx):

@@ -10,6 +10,8 @@ nonzero.  Why that cannot lose a wake-up is argued in native_core.c.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import _native_core as native
@@ -25,6 +27,7 @@ SLICE_NS = 20_000_000            # a blocked wait calls hooks.check this often
 
 _notify_i32 = native.notify_i32  # module globals: one lookup less on the hottest path
 _wait_i32 = native.wait_i32
+_arrive_wait_i32 = native.arrive_wait_i32
 
 
 def sleep_wait(addr: int, cmp: int, expected: int, sleepers: int, hooks: WaitHooks) -> None:
@@ -88,11 +91,15 @@ class ShmEndpoint(Endpoint):
         self.sleepers = self._sleepers_of(device)
         self._segments: dict[str, Segment] = {}
         self._views: dict = {}
+        self._attach_lock = threading.Lock()
 
     def _segment(self, name: str) -> Segment:
         seg = self._segments.get(name)
         if seg is None:
-            seg = self._segments[name] = Segment.attach(name)
+            with self._attach_lock:      # tasks of one rank may race to map it
+                seg = self._segments.get(name)
+                if seg is None:
+                    seg = self._segments[name] = Segment.attach(name)
         return seg
 
     def _view(self, key: WindowKey, member: int) -> np.ndarray:
@@ -129,6 +136,14 @@ class ShmEndpoint(Endpoint):
 
     def wait(self, cell, cmp, expected, hooks):
         sleep_wait(cell[0], cmp, expected, self.sleepers, hooks)
+
+    def signal_group(self, outs, ins):
+        return tuple(x for c in outs for x in c), tuple(c[0] for c in ins)
+
+    def arrive_wait(self, group, value, expected, spin):
+        # one native call per barrier generation: the adds, the wakes and the waits
+        return _arrive_wait_i32(group[0], group[1], value, expected, self.sleepers,
+                                SPIN_WINDOW_NS, spin)
 
     def end_run(self):
         self._views.clear()

@@ -5,6 +5,6 @@ front end's, before any rank starts.  Per-call checks (operand kinds, shapes,
 bounds, atomic dtypes, chunk arguments) live with their op records and run as
 the front end types each call; the rules here need the whole program."""
 from .base import RULES, Rule, VerifyContext, rule, verify
-from . import placement, platform, windows  # noqa: F401  (rules register on import)
+from . import collectives, placement, platform, windows  # noqa: F401  (rules register on import)
 
 __all__ = ["RULES", "Rule", "VerifyContext", "rule", "verify"]

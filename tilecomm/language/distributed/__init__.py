@@ -11,7 +11,7 @@ from ..typing import CommCtx, DistributedTensor
 
 system = _NS(__tilecomm_namespace__="pld.system", world_size=_ops.world_size,
              get_comm_ctx=_ops.get_comm_ctx, rank=_ops.rank, nranks=_ops.nranks,
-             notify=_ops.notify, wait=_ops.wait)
+             notify=_ops.notify, wait=_ops.wait, defer_wait=_ops.defer_wait)
 tensor = _NS(__tilecomm_namespace__="pld.tensor", alloc_window_buffer=_ops.alloc_window_buffer,
              window=_ops.window, remote_store=_ops.tensor_remote_store, put=_ops.put,
              get=_ops.get, allreduce=_coll.allreduce, barrier=_coll.barrier,
