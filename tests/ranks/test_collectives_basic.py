@@ -226,7 +226,8 @@ def make_a2av(NR):
 
 
     @pl.jit.host
-    def a2av_main(inps: pl.Tensor[[NR, NR * CAP, S], pl.FP32], counts: pl.Tensor[[NR, NR], pl.INT32],
+    def a2av_main(inps: pl.Tensor[[NR, NR * CAP, S], pl.FP32],
+                  counts: pl.Tensor[[NR, NR], pl.INT32],
                   outs: pl.Out[pl.Tensor[[NR, NR * CAP, S], pl.FP32]],
                   gots: pl.Out[pl.Tensor[[NR, NR, 1], pl.INT32]]):
         target = pld.alloc_window_buffer([NR * CAP, S], dtype=pl.FP32)

@@ -90,8 +90,8 @@ class CreditBarrier:
     generation, and the epilogue."""
 
     __slots__ = ("link", "signal", "me", "peers", "gens", "epilogue", "first", "coll", "loc",
-                 "op", "_add", "_try", "_read", "_arrive", "spin", "_enter", "_count", "bid", "devices",
-                 "later")
+                 "op", "_add", "_try", "_read", "_arrive", "spin", "_enter", "_count", "bid",
+                 "devices", "later")
 
     def __init__(self, link: RankLink, signal, op: str, coll: int, loc: int, generations: int,
                  *, lane: int = 0, ring: bool = False):

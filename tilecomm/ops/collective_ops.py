@@ -172,9 +172,9 @@ def _allreduce(c):
                       code="TC214", at="mode")
     cores = c.const("core_num")
     if not isinstance(cores, int) or isinstance(cores, bool):
+        got = type(cores).__name__ if cores is not None else describe(c.type("core_num"))
         c.type_error(f"pld.tensor.allreduce core_num must be a positive compile-time int, got "
-                     f"{type(cores).__name__ if cores is not None else describe(c.type('core_num'))}",
-                     code="TC222", at="core_num")
+                     f"{got}", code="TC222", at="core_num")
     if cores <= 0:
         c.value_error(f"pld.tensor.allreduce core_num must be positive, got {cores}",
                       code="TC222", at="core_num")
