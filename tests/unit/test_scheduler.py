@@ -2,6 +2,7 @@
 overlap against numpy's own answer, ordering, explicit edges, deferred
 completion on real int32 cells, the 64-slot cap, failures, quiescence."""
 import threading
+import time
 import types
 
 import numpy as np
@@ -236,3 +237,146 @@ def test_quiescence_is_published_once_every_agent_sleeps(sched):
     sched.cells.set(0, 9)
     t.join(5)
     assert not t.is_alive()
+
+
+# ------------------------------------------------------------------ releases
+def _until(pred, limit=10.0):
+    end = time.monotonic() + limit
+    while not pred():
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.001)
+
+
+def _deferred(s, tid):
+    t = s.live.get(tid)
+    return t is not None and t.state == S.DEFERRED
+
+
+def test_the_watcher_that_sees_the_counter_runs_the_dependent_on_an_idle_cores_slot(sched):
+    ran = []
+
+    def waiter(ctx):
+        ctx.defer(sched.cells.cell(1), 1)
+
+    def consumer(ctx):
+        ran.append((threading.current_thread().name, ctx.agent.kind, ctx.agent.task.name,
+                    sched.borrowed, len(sched.free_slots)))
+    t = sched.submit(waiter, (), "waiter", 0, waiter=True)
+    sched.submit(consumer, (), "consumer", 1, (t,))
+    _until(lambda: _deferred(sched, t))               # released by the watcher, not at once
+    sched.cells.set(1, 1)
+    sched.close()
+    name, kind, task, borrowed, free = ran[0]
+    # run by the watcher itself, as a core: one slot lent, the other two free
+    assert name.startswith("tilecomm-watcher") and kind == "core" and task == "consumer"
+    assert borrowed == 1 and free == sched.cores - 1
+    assert sched.borrowed == 0 and len(sched.free_slots) == sched.cores
+
+
+def _scheduler(monkeypatch, cores):
+    monkeypatch.setattr(taskplane, "publish", lambda rc, s: None)
+    cells = Cells()
+    s = S.Scheduler(Ctx(cells), cores, RuntimeError)
+    s.cells = cells
+    return s.begin()
+
+
+def test_a_release_never_runs_more_tasks_than_cores(monkeypatch):
+    s = _scheduler(monkeypatch, 1)
+    gate = threading.Event()
+    lock, now, peak, ran = threading.Lock(), [0], [0], []
+
+    def busy(fn):
+        def body(ctx):
+            with lock:
+                now[0] += 1
+                peak[0] = max(peak[0], now[0])
+            try:
+                fn(ctx)
+            finally:
+                with lock:
+                    now[0] -= 1
+        return body
+    try:
+        t = s.submit(busy(lambda ctx: ctx.defer(s.cells.cell(2), 1)), (), "waiter", 0,
+                     waiter=True)
+        s.submit(busy(lambda ctx: ran.append(threading.current_thread().name)), (),
+                 "consumer", 1, (t,))
+        _until(lambda: _deferred(s, t))
+        s.submit(busy(lambda ctx: gate.wait(10)), (), "holder", 2)   # takes the only core
+        _until(lambda: s.core_agents[0].task is not None)
+        s.cells.set(2, 1)
+        _until(lambda: t not in s.live)                  # the waiter completed ...
+        time.sleep(0.05)
+        assert ran == []                                 # ... and its dependent waits for the core
+        gate.set()
+        s.close()
+        assert ran and ran[0].startswith("tilecomm-core") and peak[0] == 1
+    finally:
+        gate.set()
+        s.shutdown()
+
+
+def test_a_waiter_run_by_a_watcher_is_watched_by_that_watcher(sched):
+    seen = []
+
+    def first(ctx):
+        ctx.defer(sched.cells.cell(1), 1)
+
+    def second(ctx):
+        seen.append(threading.current_thread().name)
+        ctx.defer(sched.cells.cell(2), 1)
+
+    def consumer(ctx):
+        seen.append(threading.current_thread().name)
+    a = sched.submit(first, (), "first", 0, waiter=True)
+    b = sched.submit(second, (), "second", 1, (a,), waiter=True)
+    sched.submit(consumer, (), "consumer", 2, (b,))
+    _until(lambda: _deferred(sched, a))
+    sched.cells.set(1, 1)
+    _until(lambda: _deferred(sched, b))
+    sched.cells.set(2, 1)
+    sched.close()
+    # one watcher did it all: no second watcher was woken or started for `second`
+    assert len(seen) == 2 and seen[0] == seen[1] and seen[0].startswith("tilecomm-watcher")
+    assert len(sched.watchers) == 1
+
+
+def test_quiescence_counts_a_task_a_watcher_runs_as_a_core(sched):
+    def waiter(ctx):
+        ctx.defer(sched.cells.cell(1), 1)
+
+    def blocks(ctx):
+        ctx.wait_cell(sched.cells.cell(0), 1, 9, "record")
+    t = sched.submit(waiter, (), "waiter", 0, waiter=True)
+    sched.submit(blocks, (), "blocked_dependent", 1, (t,))
+    closer = threading.Thread(target=sched.close)
+    closer.start()
+    _until(lambda: _deferred(sched, t))
+    sched.cells.set(1, 1)
+    try:
+        _until(lambda: sched.blocked and sched.blocked[-1])
+        # the snapshot shows it under a core with its wait, and every agent asleep
+        assert sched.blocked[-1] == [("blocked_dependent", "record")]
+        assert sched.active == 0 and sched.borrowed == 1
+    finally:
+        sched.cells.set(0, 9)
+    closer.join(5)
+    assert not closer.is_alive() and sched.borrowed == 0
+
+
+def test_snapshot_counts_every_queued_task_and_lists_a_bounded_few(sched):
+    gate = threading.Event()
+    m = np.zeros((1, 1), np.int64)
+    try:
+        sched.submit(lambda ctx: gate.wait(10), (), "holder", 0, (), ((m, "w", None, None),))
+        for i in range(100):
+            sched.submit(lambda ctx: None, (), "queued", i + 1, (), ((m, "w", None, None),))
+        _until(lambda: any(a.task is not None for a in sched.core_agents))
+        with sched.lock:
+            snap = taskplane.snapshot(sched)
+        assert snap["counts"]["queued"] == 100 and len(snap["queued"]) == taskplane.LIST_MAX
+        assert [e["task"] for e in snap["running"]] == ["holder"]
+    finally:
+        gate.set()
+    sched.close()

@@ -12,6 +12,14 @@ watcher thread that sleeps on the cells.  At most ``DEFER_SLOTS`` waiters are
 admitted at once (running or deferred): a further ready waiter is held back
 until one completes, while other ready tasks keep running.
 
+A release costs one thread hand-off, not two: the watcher that sees a
+TaskId complete runs the first dependent it makes ready itself when a core is
+idle, on that core's *slot* (the idle core thread stays asleep, so no more
+than ``cores`` tasks ever run), keeps running ready tasks on it like a core,
+and watches a waiter it ran itself instead of handing it to another watcher.
+Slots are the ``core_agents``: whichever thread runs a task holds one, so a
+snapshot shows the task and its wait under one core index either way.
+
 Quiescence for the monitor: every thread of the scheduler (the rank's own
 thread waiting for its tasks, the cores, the watchers) is an *agent*; the
 scheduler counts the active ones under its lock.  Whoever makes work for a
@@ -135,6 +143,11 @@ class Scheduler:
         self.watch_idle = self.watch_tokens = 0
         self.main_sleeping = False
         self.spare = 0                  # ready entries the running core will take itself
+        self.borrow = 0                 # the completing watcher would run one on a free slot
+        self.borrowed = 0               # slots of idle cores that watchers run tasks on
+        self.claim = 0                  # the thread ending a waiter's body would watch it
+        self.claimed = None             # ... and this is the one it watches
+        self.free_slots: list = []      # core agents no thread runs a task on
         self.stopping = False
         self.threads: list = []
         self.agents: list = []
@@ -149,6 +162,8 @@ class Scheduler:
             if not self.core_agents:
                 for _ in range(self.cores):
                     self._thread(self._core, "core", self.core_agents)
+                # the core agents are slots, taken by whichever thread runs a task
+                self.free_slots = list(reversed(self.core_agents))
         return self
 
     def submit(self, fn, args, name, loc, deps=(), acc=(), blocks=1, waiter=False,
@@ -247,22 +262,48 @@ class Scheduler:
             taken = min(self.spare, wake)
             self.spare -= taken
             wake -= taken
-        for _ in range(min(wake, self.core_idle)):
+        elif self.borrow and self.core_idle:
+            # the watcher that completed a task runs one block itself, on the
+            # slot of an idle core that stays asleep: no second wake-up
+            self.borrow = 0
             self.core_idle -= 1
-            self.core_tokens += 1
-            self._wake_agent()
-            self.core_cv.notify()
+            self.borrowed += 1
+            wake -= 1
+        for _ in range(min(wake, self.core_idle)):
+            self._wake_core()
+
+    def _wake_core(self):
+        self.core_idle -= 1
+        self.core_tokens += 1
+        self._wake_agent()
+        self.core_cv.notify()
+
+    def _return_slot(self, slot):
+        """A watcher gives back the slot it borrowed: that core is idle again,
+        and is woken when ready entries have no core coming for them (or to
+        exit, after ``shutdown``)."""
+        self.free_slots.append(slot)
+        self.borrowed -= 1
+        self.core_idle += 1
+        if self.stopping or (self.failure is None and len(self.ready) > self.core_tokens):
+            self._wake_core()
 
     def _body_done(self, t):
         if t.conds and not self._all_hold(t.conds):
             t.state = DEFERRED
+            if self.claim:               # a watcher ran the body: it watches it next
+                self.claim = 0
+                self.claimed = t
+                return
             self.watch.append(t)
             if self.watch_idle:
                 self.watch_idle -= 1
                 self.watch_tokens += 1
                 self._wake_agent()
                 self.watch_cv.notify()
-            elif len(self.watchers) < DEFER_SLOTS:
+            elif len(self.watchers) < DEFER_SLOTS + self.cores:
+                # one per deferred task, plus one per slot a watcher may be
+                # running a task on (and not watching)
                 self._wake_agent()       # counted active from birth
                 self._thread(self._watcher, "watcher", self.watchers)
             return
@@ -321,12 +362,38 @@ class Scheduler:
     def hooks(self, agent, record, rc):
         return _TaskBlocked(self, agent, record, rc)
 
+    def _run(self, ctx, slot, t, b):
+        """Run block ``b`` of ``t`` on core slot ``slot`` (lock held on entry
+        and return); the exception it raised, or None."""
+        t.state = RUNNING
+        slot.task, slot.block = t, b
+        ctx.agent = slot                 # its waits are published as that core's
+        self.lock.release()
+        try:
+            # what the worker sets per dispatch, as of this task's dispatch
+            ctx.task, ctx.block_idx = t, b
+            ctx.func_id, ctx.image = self.rc.func_id, self.rc.image
+            t.fn(ctx, *t.args)
+            exc = None
+        except BaseException as e:       # reported by the orchestrating thread
+            exc = e
+        self.lock.acquire()
+        slot.task = None
+        if exc is not None:
+            exc.task_name, exc.task_loc = t.name, t.loc
+            self._failed(exc)
+        return exc
+
     def _core(self, agent, ctx):
         lock = self.lock
+        slot = None                      # the core agent this thread runs tasks as
         lock.acquire()
         try:
             while True:
                 while not self.ready or self.failure is not None:
+                    if slot is not None:
+                        self.free_slots.append(slot)
+                        slot = None
                     if self.stopping:
                         return
                     self.core_idle += 1
@@ -334,23 +401,12 @@ class Scheduler:
                     while not self.core_tokens:
                         self.core_cv.wait()
                     self.core_tokens -= 1
+                if slot is None:
+                    # awake cores + borrowed slots never exceed the cores, so
+                    # one is free
+                    slot = self.free_slots.pop()
                 t, b = self.ready.popleft()
-                t.state = RUNNING
-                agent.task, agent.block = t, b
-                lock.release()
-                try:
-                    # what the worker sets per dispatch, as of this task's dispatch
-                    ctx.task, ctx.block_idx = t, b
-                    ctx.func_id, ctx.image = self.rc.func_id, self.rc.image
-                    t.fn(ctx, *t.args)
-                    exc = None
-                except BaseException as e:   # reported by the orchestrating thread
-                    exc = e
-                lock.acquire()
-                agent.task = None
-                if exc is not None:
-                    exc.task_name, exc.task_loc = t.name, t.loc
-                    self._failed(exc)
+                if self._run(ctx, slot, t, b) is not None:
                     continue
                 t.left -= 1
                 if t.left == 0:
@@ -362,21 +418,46 @@ class Scheduler:
         finally:
             lock.release()
 
+    def _borrowed(self, ctx):
+        """A watcher completed a task and holds an idle core's slot (lock
+        held): run ready tasks on it as that core would, until none is ready
+        or one of them deferred itself (this thread then watches that one).
+        Returns the task to watch, or None."""
+        slot = self.free_slots.pop()
+        mine = None
+        while self.ready and self.failure is None and mine is None:
+            t, b = self.ready.popleft()
+            if self._run(ctx, slot, t, b) is not None:
+                break
+            t.left -= 1
+            if t.left == 0:
+                self.spare = self.claim = 1
+                self._body_done(t)
+                self.spare = self.claim = 0
+                mine, self.claimed = self.claimed, None
+        self._return_slot(slot)
+        return mine
+
     def _watcher(self, agent, ctx):
         lock = self.lock
         lock.acquire()
+        mine = None                      # a deferred task this thread ran itself
         try:
             while True:
-                while not self.watch:
-                    if self.stopping:
-                        return
-                    self.watch_idle += 1
-                    self._idle_agent()
-                    while not self.watch_tokens:
-                        self.watch_cv.wait()
-                    self.watch_tokens -= 1
-                t = self.watch.popleft()
+                if mine is None:
+                    while not self.watch:
+                        if self.stopping:
+                            return
+                        self.watch_idle += 1
+                        self._idle_agent()
+                        while not self.watch_tokens:
+                            self.watch_cv.wait()
+                        self.watch_tokens -= 1
+                    t = self.watch.popleft()
+                else:
+                    t, mine = mine, None
                 agent.task = t
+                ctx.agent = agent
                 ctx.func_id, ctx.image = self.rc.func_id, self.rc.image
                 lock.release()
                 try:
@@ -392,6 +473,10 @@ class Scheduler:
                     exc.task_name, exc.task_loc = t.name, t.loc
                     self._failed(exc)
                     continue
+                self.borrow = 1
                 self._complete(t)
+                took, self.borrow = not self.borrow, 0
+                if took:
+                    mine = self._borrowed(ctx)
         finally:
             lock.release()

@@ -52,7 +52,11 @@ class TaskOps:
         cell = signal.cells.get((signal.rank, offsets))
         if cell is None:
             cell = self._cell(signal, signal.rank, offsets, "pld.system.defer_wait")
-        flat = int(np.ravel_multi_index(tuple(int(o) for o in offsets), signal.shape))
+        # offsets are bounds-checked by the cell lookup; a plain row-major
+        # index costs a fraction of np.ravel_multi_index on this per-task path
+        flat = 0
+        for o, d in zip(offsets, signal.shape):
+            flat = flat * int(d) + int(o)
         record = C.WaitRecord(signal.buffer.id, flat, 2, e, _loc, -1, self.func_id,
                               signal.shape[-1], len(signal.shape))
         t.conds.append((cell, e, record))

@@ -44,7 +44,9 @@ def record(w: list, func: int) -> C.WaitRecord:
 
 
 def snapshot(sched) -> dict:
-    """The scheduler's state (lock held) in plain JSON types."""
+    """The scheduler's state (lock held) in plain JSON types.  One pass over
+    the live tasks, building entries only for what is listed: a rank with
+    thousands of submitted tasks publishes each time it quiesces."""
     running, deferred, watching = [], [], {}
     for a in sched.watchers:
         if a.task is not None:
@@ -54,31 +56,36 @@ def snapshot(sched) -> dict:
         if t is not None:
             running.append({"core": a.index, "task": t.name, "loc": t.loc, "tid": t.tid,
                             "block": a.block, "blocks": t.blocks, "wait": _wait(a.wait)})
+    held_tids = {t.tid for t in sched.held}
+    queued, nqueued = [], 0
     for t in list(sched.live.values()):
-        if t.state == 3:                                    # DEFERRED
+        state = t.state
+        if state == 3:                                      # DEFERRED
             at = watching.get(t.tid, 0)
             deferred.append({"task": t.name, "loc": t.loc, "tid": t.tid, "at": at,
                              "n": len(t.conds), "cur": _wait(t.conds[at][2]),
                              "conds": [_wait(r) for _, _, r in t.conds[:CONDS_MAX]]})
-    queued, ready = [], []
-    for t in sched.live.values():
-        if t.state == 0 and t not in sched.held:            # QUEUED on dependencies
-            deps = [{"task": p.name, "loc": p.loc, "tid": p.tid,
-                     "state": ("queued", "ready", "running", "deferred", "done")[p.state]}
-                    for p in t.preds if p.state != 4]
-            queued.append({"task": t.name, "loc": t.loc, "tid": t.tid, "deps": deps[:8]})
-    seen = set()
+        elif state == 0 and t.tid not in held_tids:         # QUEUED on dependencies
+            nqueued += 1
+            if nqueued <= LIST_MAX:
+                deps = [{"task": p.name, "loc": p.loc, "tid": p.tid,
+                         "state": ("queued", "ready", "running", "deferred", "done")[p.state]}
+                        for p in t.preds if p.state != 4]
+                queued.append({"task": t.name, "loc": t.loc, "tid": t.tid, "deps": deps[:8]})
+    ready, seen = [], set()
     for t, _ in sched.ready:
         if t.tid not in seen:
             seen.add(t.tid)
-            ready.append({"task": t.name, "loc": t.loc, "tid": t.tid})
-    held = [{"task": t.name, "loc": t.loc, "tid": t.tid} for t in sched.held]
+            if len(ready) < LIST_MAX:
+                ready.append({"task": t.name, "loc": t.loc, "tid": t.tid})
+    held = [{"task": t.name, "loc": t.loc, "tid": t.tid}
+            for t, _ in zip(sched.held, range(LIST_MAX))]
     # every blocked wait and every pending condition is listed (the monitor
     # checks each); only the explanatory lists are bounded
     return {"cores": sched.cores, "running": running, "deferred": deferred,
-            "ready": ready[:LIST_MAX], "held": held[:LIST_MAX], "queued": queued[:LIST_MAX],
-            "counts": {"deferred": len(deferred), "ready": len(ready), "held": len(held),
-                       "queued": len(queued)},
+            "ready": ready, "held": held, "queued": queued,
+            "counts": {"deferred": len(deferred), "ready": len(seen),
+                       "held": len(sched.held), "queued": nqueued},
             "slots": sched.slots}
 
 
