@@ -13,12 +13,14 @@ that could write any awaited cell.
 """
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _native_core as native
+from ..errors import RuntimeFault
 from ..transport.base import WaitHooks
 from ..transport.segments import Segment
 from ..transport.shm import SPIN_WINDOW_NS, sleep_wait
@@ -53,6 +55,20 @@ class RankStatus:
     state: int
     gen: int               # bumped every time the rank blocks
     wait: WaitRecord | None
+
+
+def check_wait(rc, start: float, record: WaitRecord, value: int, aborted) -> None:
+    """What every blocked wait of a rank checks after each sleep slice: raise
+    ``aborted()`` once the controller aborted the call, a TC504 fault once the
+    wait outlived ``RunConfig.wait_timeout_s``."""
+    if rc.control.aborted():
+        raise aborted()
+    limit = rc.config.wait_timeout_s
+    if limit and time.monotonic() - start > limit:
+        raise RuntimeFault(
+            f"wait timed out after {limit:g} s: cell value {value}, expected "
+            f"{'==' if record.cmp == 0 else '>='} {record.expected}", code="TC504",
+            hint="RunConfig.wait_timeout_s bounds a single wait")
 
 
 class ControlPlane(ABC):

@@ -40,16 +40,7 @@ class _Blocked(WaitHooks):
         self.rc.control.publish_wait(self.rc.device, self.record)
 
     def check(self, value):
-        rc = self.rc
-        if rc.control.aborted():
-            raise RankAborted()
-        limit = rc.config.wait_timeout_s
-        if limit and time.monotonic() - self.start > limit:
-            r = self.record
-            raise RuntimeFault(
-                f"wait timed out after {limit:g} s: cell value {value}, expected "
-                f"{'==' if r.cmp == 0 else '>='} {r.expected}", code="TC504",
-                hint="RunConfig.wait_timeout_s bounds a single wait")
+        C.check_wait(self.rc, self.start, self.record, value, RankAborted)
 
     def unblocked(self):
         self.rc.control.set_state(self.rc.device, C.RUNNING)

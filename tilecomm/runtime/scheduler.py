@@ -37,7 +37,6 @@ import threading
 import time
 from collections import deque
 
-from ..errors import RuntimeFault
 from ..transport.base import CMP_GE, WaitHooks
 from . import control as C
 from . import taskplane
@@ -103,15 +102,7 @@ class _TaskBlocked(WaitHooks):
             s._idle_agent()
 
     def check(self, value):
-        if self.rc.control.aborted():
-            raise self.sched.aborted_exc()
-        limit = self.rc.config.wait_timeout_s
-        if limit and time.monotonic() - self.start > limit:
-            r = self.record
-            raise RuntimeFault(
-                f"wait timed out after {limit:g} s: cell value {value}, expected "
-                f"{'==' if r.cmp == 0 else '>='} {r.expected}", code="TC504",
-                hint="RunConfig.wait_timeout_s bounds a single wait")
+        C.check_wait(self.rc, self.start, self.record, value, self.sched.aborted_exc)
 
     def unblocked(self):
         s = self.sched
