@@ -16,4 +16,3 @@ HOST allreduce's ``core_num`` lanes.
 This package knows the rank runtime only through the small interface
 documented in ``protocol.RankLink``; it imports nothing from ``runtime``.
 """
-from .names import COLLECTIVES, collective_id, collective_name  # noqa: F401

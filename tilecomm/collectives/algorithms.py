@@ -63,12 +63,13 @@ def _barrier(link, signal, name, coll, loc, generations, *, lane=0,
     return b
 
 
-def _cached(view, key, build):
-    """The plan of one call site on these views: checks and lookups run once
-    per dispatch, not per call (a kernel loop calls the same site many times)."""
+def _cached(view, key, build, *args):
+    """The plan of one call site on these views, ``build(*args)`` the first
+    time: checks and lookups run once per dispatch, not per call (a kernel
+    loop calls the same site many times)."""
     p = view.plans.get(key)
     if p is None:
-        p = view.plans[key] = build()
+        p = view.plans[key] = build(*args)
     return p
 
 
@@ -248,8 +249,8 @@ def _allreduce_plan(link, target, signal, op, mode, core_num, loc, host):
 
 
 def reduce_scatter(link, target, signal, op, loc, host):
-    _cached(target, ("reduce_scatter", loc, signal), lambda: _reduce_scatter_plan(
-        link, target, signal, op, loc)).run()
+    _cached(target, ("reduce_scatter", loc, signal), _reduce_scatter_plan,
+            link, target, signal, op, loc).run()
     return target
 
 
@@ -270,7 +271,7 @@ def _reduce_scatter_plan(link, target, signal, op, loc):
 
 # ------------------------------------------------------------------ movement
 def barrier(link, signal, loc, host):
-    _cached(signal, ("barrier", loc), lambda: _barrier_plan(link, signal, loc)).run()
+    _cached(signal, ("barrier", loc), _barrier_plan, link, signal, loc).run()
     return signal
 
 
@@ -281,8 +282,8 @@ def _barrier_plan(link, signal, loc):
 
 
 def broadcast(link, target, signal, root, loc, host):
-    _cached(target, ("broadcast", loc, signal), lambda: _broadcast_plan(
-        link, target, signal, root, loc)).run()
+    _cached(target, ("broadcast", loc, signal), _broadcast_plan,
+            link, target, signal, root, loc).run()
     return target
 
 
@@ -322,40 +323,39 @@ def _deliver(data: FlatWindow, lo: int, hi: int, parts) -> None:
 
 
 def allgather(link, local_data, target, signal, loc, host):
-    _cached(target, ("allgather", loc, signal), lambda: _allgather_plan(
-        link, local_data, target, signal, loc, host)).run(_local(local_data))
+    _cached(target, ("allgather", loc, signal), _exchange_plan, "pld.tensor.allgather",
+            ALLGATHER, _same_row_for_all, link, local_data, target, signal, loc, host).run(
+        _local(local_data))
     return target
-
-
-def _allgather_plan(link, local_data, target, signal, loc, host):
-    name = "pld.tensor.allgather"
-    _check_domain(name, signal, target, local_data if host else None)
-    _check_mesh_signal(name, signal)
-    n, me = signal.nranks, signal.rank
-    _, size = _rows(name, target, n, "target")
-    data = _flat(link, target)
-    lo, hi = me * size, (me + 1) * size
-
-    def push(src):
-        src = src.reshape(-1)
-        if src.size != size:
-            raise _fault(f"{name}: local_data has {src.size} elements but a row of target has "
-                         f"{size}", code="TC502")
-        _deliver(data, lo, hi, [src] * n)
-
-    # the rows go out first; generation 1: every row has landed everywhere
-    return Steps([(_barrier(link, signal, name, ALLGATHER, loc, 1), [push])])
 
 
 def all_to_all(link, input, target, signal, loc, host):
-    _cached(target, ("all_to_all", loc, signal), lambda: _all_to_all_plan(
-        link, input, target, signal, loc, host)).run(_local(input))
+    _cached(target, ("all_to_all", loc, signal), _exchange_plan, "pld.tensor.all_to_all",
+            ALL_TO_ALL, _row_per_member, link, input, target, signal, loc, host).run(
+        _local(input))
     return target
 
 
-def _all_to_all_plan(link, input, target, signal, loc, host):
-    name = "pld.tensor.all_to_all"
-    _check_domain(name, signal, target, input if host else None)
+def _same_row_for_all(name, src, n, size):
+    """allgather: every member gets this rank's single row."""
+    src = src.reshape(-1)
+    if src.size != size:
+        raise _fault(f"{name}: local_data has {src.size} elements but a row of target has "
+                     f"{size}", code="TC502")
+    return [src] * n
+
+
+def _row_per_member(name, src, n, size):
+    """all_to_all: member m gets row m of the input."""
+    _rows(name, src, n, "input")
+    return np.ascontiguousarray(src.reshape(n, -1))
+
+
+def _exchange_plan(name, coll, rows_for, link, source, target, signal, loc, host):
+    """allgather / all_to_all: row ``me`` of member m's target becomes
+    ``rows_for(...)[m]``; the rows go out first, then one barrier generation
+    tells every rank that every row has landed."""
+    _check_domain(name, signal, target, source if host else None)
     _check_mesh_signal(name, signal)
     n, me = signal.nranks, signal.rank
     _, size = _rows(name, target, n, "target")
@@ -363,16 +363,15 @@ def _all_to_all_plan(link, input, target, signal, loc, host):
     lo, hi = me * size, (me + 1) * size
 
     def push(src):
-        _rows(name, src, n, "input")
-        _deliver(data, lo, hi, np.ascontiguousarray(src.reshape(n, -1)))
+        _deliver(data, lo, hi, rows_for(name, src, n, size))
 
-    return Steps([(_barrier(link, signal, name, ALL_TO_ALL, loc, 1), [push])])
+    return Steps([(_barrier(link, signal, name, coll, loc, 1), [push])])
 
 
 def all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc, host):
     # the plan holds recv_counts' cells: it is part of the key
-    _cached(target, ("all_to_all_v", loc, signal, recv_counts), lambda: _all_to_all_v_plan(
-        link, input, target, signal, send_counts, recv_counts, loc, host)).run(
+    _cached(target, ("all_to_all_v", loc, signal, recv_counts), _all_to_all_v_plan,
+            link, input, target, signal, send_counts, recv_counts, loc, host).run(
         _local(input), _local(send_counts))
     return target
 
