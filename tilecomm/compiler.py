@@ -6,6 +6,9 @@ It is the only thing the decorators call (they attach this module as the
 front end and the runtime: it hands the runtime a plain ``Executable``."""
 from __future__ import annotations
 
+import hashlib
+import inspect
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -82,14 +85,25 @@ def make_executable(prog, facts, lowered, config) -> Executable:
                       image=image, directions=directions, ir=prog)
 
 
+def _default_output_dir(entry, config) -> str:
+    """Where a program's build and run artefacts go unless ``compile(...,
+    output_dir=)`` names a place: one directory per program under the cache,
+    keyed by the defining file and name so two programs never share one."""
+    fn = entry.fn
+    ident = f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}"
+    digest = hashlib.sha1(ident.encode()).hexdigest()[:12]
+    return os.path.join(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
+
+
 class CompiledProgram:
     """A program compiled for one RunConfig; call it with host tensors."""
 
-    def __init__(self, entry, *, config: RunConfig, self_ns=None):
+    def __init__(self, entry, *, config: RunConfig, self_ns=None, output_dir=None):
         self.entry = entry
         self.config = config
         self.self_ns = self_ns
         self._cache: dict = {}
+        self.output_dir = output_dir or _default_output_dir(entry, config)
 
     @property
     def world(self):
@@ -216,7 +230,7 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
                       cache_dir=output_dir or cfg.cache_dir)
     if isinstance(program, ProgramClass):
         ns = SelfNamespace(program.cls, program.functions)
-        cp = CompiledProgram(program.entry, config=cfg, self_ns=ns)
+        cp = CompiledProgram(program.entry, config=cfg, self_ns=ns, output_dir=output_dir)
         return cp.precheck()
     if isinstance(program, KernelFunction):
         return program.compile(config=cfg)
