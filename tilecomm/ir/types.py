@@ -172,6 +172,27 @@ class TileType(Type):
 
 
 @dataclass(frozen=True)
+class ArrayType(Type):
+    """``pl.Array``: a small on-core array of scalars (``pl.array.create``).
+    A value, not memory: ``arr[i] = v`` rebinds ``arr`` to an updated copy."""
+
+    extent: int
+    dtype: DataType
+    kind = "Array"
+
+    def describe(self) -> str:
+        return f"Array[{self.extent}]<{self.dtype.name}>"
+
+    @property
+    def shape(self):
+        return (self.extent,)
+
+    @property
+    def rank(self):
+        return 1
+
+
+@dataclass(frozen=True)
 class ScalarType(Type):
     dtype: DataType | None
     kind = "Scalar"

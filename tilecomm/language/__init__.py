@@ -11,7 +11,7 @@ from ..ops.pl_ops import array_create as _array_create, get_block_idx
 from .control import (at, manual_scope, parallel, range, scope, spmd, spmd_submit, submit, unroll,
                       yield_)
 from .jit import function, jit, program
-from .typing import InOut, Out, Scalar, TaskId, Tensor, Tuple, dynamic
+from .typing import Array, InOut, Out, Scalar, TaskId, Tensor, Tuple, dynamic
 
 tile = _NS(__tilecomm_namespace__="pl.tile", full=_tile_full, create=_tile_create, load=load,
            store=store, add=add, sub=sub, mul=mul, div=div, maximum=maximum, minimum=minimum,
@@ -27,4 +27,5 @@ __all__ = ["BF16", "BOOL", "FP16", "FP32", "FP64", "INDEX", "INT8", "INT16", "IN
            "maximum", "min", "minimum", "mul", "read", "slice", "store", "sub", "write",
            "parallel", "range", "unroll", "yield_", "function", "jit", "program", "InOut", "Out",
            "Scalar", "TaskId", "Tensor", "Tuple", "dynamic", "tile", "tensor", "array", "at",
-           "spmd", "manual_scope", "scope", "ScopeMode", "get_block_idx", "submit", "spmd_submit"]
+           "spmd", "manual_scope", "scope", "ScopeMode", "get_block_idx", "submit", "spmd_submit",
+           "Array"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..dtypes import DataType, FP32, INDEX, INT32
 from ..ir.enums import AtomicType
-from ..ir.types import (Dim, NONE, ScalarType, TensorType, TileType, is_static)
+from ..ir.types import (ArrayType, Dim, NONE, ScalarType, TensorType, TileType, is_static)
 from .check import const_value, describe
 from ..ir.kinds import HOST, INCORE, ORCH
 from ..runtime.host import HostRuntime
@@ -300,8 +300,10 @@ def _get_block_idx(c):
 @op("pl.array.create", where=(ORCH, INCORE), kernel=RankContext.create_array,
     static=("extent", "dtype"))
 def array_create(extent, dtype):
-    """A small on-core array of ``extent`` scalars (``pl.TASK_ID`` arrays collect
-    TaskIds for ``deps=[tids]``; entries not yet assigned name no task)."""
+    """A small on-core array of ``extent`` scalars, zero-filled: ``v = arr[i]``
+    reads an element, ``arr[i] = v`` rebinds ``arr`` to an updated array (a
+    value, usable as a loop-carried value).  ``pl.TASK_ID`` arrays collect
+    TaskIds for ``deps=[tids]``; entries not yet assigned name no task."""
 
 
 @array_create.rule
@@ -313,7 +315,11 @@ def _array_create(c):
     if n <= 0:
         c.value_error(f"pl.array.create extent must be positive; got {n}", code="TC210",
                       at="extent")
-    return TensorType((n,), _dtype_arg(c, "dtype"))
+    dt = _dtype_arg(c, "dtype")
+    if not (dt.is_int or dt.is_float) or dt.bits > 64:
+        c.type_error(f"pl.array.create dtype must be an integer, float or pl.TASK_ID scalar "
+                     f"type; got {dt.name}", code="TC250", at="dtype")
+    return ArrayType(n, dt)
 
 
 __all__ = ["load", "store", "read", "write", "add", "sub", "mul", "div", "maximum", "minimum",
