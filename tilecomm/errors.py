@@ -178,6 +178,9 @@ CODES = {
     "TC241": "a deferred waiter may register at most 64 conditions",
     # the pl op set and device arithmetic (TC250-TC279)
     "TC250": "pl.Array misuse (index form, element type, update target, dtype)",
+    "TC251": "tile in the wrong memory space for the op (matmul Left x Right, vector ops Vec)",
+    "TC252": "matmul operand shapes do not multiply",
+    "TC253": "argument the CPU cannot honour (a physical layout with no CPU equivalent)",
     "TC300": "unsupported construct",
     "TC301": "operation used in the wrong kind of function",
     "TC302": "unsupported syntax",
