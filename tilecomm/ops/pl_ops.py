@@ -323,6 +323,17 @@ def _get_block_idx(c):
     return ScalarType(INDEX)
 
 
+@op("pl.tile.get_subblock_idx", where=KERNEL, kernel=RankContext.get_subblock_idx)
+def get_subblock_idx():
+    """The AIV lane running a ``pl.split_aiv`` body (the region's loop variable;
+    0 outside one)."""
+
+
+@get_subblock_idx.rule
+def _get_subblock_idx(c):
+    return ScalarType(INDEX)
+
+
 @op("pl.array.create", where=(ORCH, INCORE), kernel=RankContext.create_array,
     static=("extent", "dtype"))
 def array_create(extent, dtype):
@@ -350,4 +361,4 @@ def _array_create(c):
 
 __all__ = ["load", "store", "read", "write", "add", "sub", "mul", "div", "maximum", "minimum",
            "cast", "full", "create", "const", "min", "max", "create_tensor", "FP32",
-           "INT32", "const_value", "get_block_idx", "array_create"]
+           "INT32", "const_value", "get_block_idx", "array_create", "get_subblock_idx"]

@@ -37,6 +37,27 @@ def _zero_divisor(op: str, a) -> RuntimeFault:
 class ScalarOps:
     """Mixin of ``KernelOps`` (``_rt`` of device code)."""
 
+    subblock_idx = 0        # the AIV lane running a pl.split_aiv body (0 outside one)
+
+    def get_subblock_idx(self):
+        return self.subblock_idx
+
+    def aiv_lanes(self, n):
+        """The lanes of a ``pl.split_aiv`` region, one after the other: each runs
+        the whole body (SplitMode.NONE), with its index readable through
+        ``pl.tile.get_subblock_idx()``."""
+        try:
+            for lane in range(int(n)):
+                self.subblock_idx = lane
+                yield lane
+        finally:
+            self.subblock_idx = 0
+
+    def still_running(self):
+        """Raised out of a long device loop once the call was aborted."""
+        if self.control.aborted():
+            raise self._aborted_exc()
+
     @staticmethod
     def divsi(a, b):
         """``a // b`` in device code on integer scalars."""
