@@ -104,6 +104,9 @@ def shapes_kernel(x: pl.Tensor[[4, 8], pl.FP32], y: pl.InOut[pl.Tensor[[10, 8], 
     pl.store(pl.tile.reshape(sums, [1, 4]), [7, 0], y)
     # row sums of a ragged tile cover its valid columns only
     pl.store(pl.tile.row_sum(rag, tmp), [0, 7], y)
+    # a clamped load past the edge: valid where the source is, stored whole
+    edge = pl.load(x, [3, 5], [2, 4], clamp=True)
+    pl.store(edge, [8, 0], y, [2, 4])
     return y
 
 
@@ -140,6 +143,8 @@ def test_slice_options_reshape_row_sum(n):
         exp[6] = x[r]
         exp[7, 0:4] = x.sum(axis=1)
         exp[0:4, 7] = x[:, 0:6].sum(axis=1)
+        exp[8:10, 0:4] = 0
+        exp[8, 0:3] = x[3, 5:8]
         np.testing.assert_array_equal(ys[r], exp)
 
 

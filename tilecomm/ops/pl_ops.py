@@ -63,7 +63,9 @@ def _dtype_arg(c, name):
     static=("target_memory", "clamp"), aliases=("pl.tile.load",))
 def load(tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
     """Read ``tensor[offsets : offsets + shapes]`` into a new tile of physical shape
-    ``shapes``; with ``valid_shape`` only that leading extent is read (the rest is 0).
+    ``shapes``; with ``valid_shape`` only that leading extent is read (the rest is 0),
+    with ``clamp=True`` the window may run past the source and its valid extent
+    stops at the source's edge.  ``target_memory`` is ``Vec`` (default) or ``Mat``.
     On a DistributedTensor it reads this rank's own copy."""
 
 
@@ -75,6 +77,10 @@ def _load(c):
     valid = c.index_list("valid_shape", t.rank, what="valid_shape",
                          target_what="source tensor") if c.given("valid_shape") else None
     extents = [v if v is not None else s for v, s in zip(valid, shp)] if valid else list(shp)
+    if c.const("clamp", False) is True:
+        # clamp=True lets the window run past the source: the valid extent is cut
+        # at the source's edge when the load runs, only the offsets must be inside
+        extents = [0] * len(extents)
     c.region_in_bounds(offs, extents, t.shape, what="load region", at="shapes")
     mem = memory_arg(c, "target_memory", (MemorySpace.Vec, MemorySpace.Mat),
                      "a load fills the vector buffer or the matrix buffer L1")

@@ -28,6 +28,16 @@ def trunc_rem(a: int, b: int) -> int:
     return a - b * trunc_div(a, b)
 
 
+def trunc_divide(a, b):
+    """Element-wise integer division truncating toward zero (numpy floors)."""
+    if np.any(np.asarray(b) == 0):
+        raise RuntimeFault("integer division by zero in an element-wise pl.div", code="TC520",
+                           hint="an integer divisor tile must not hold 0")
+    q = np.floor_divide(a, b)
+    inexact = np.remainder(a, b) != 0
+    return q + (inexact & ((np.asarray(a) < 0) != (np.asarray(b) < 0))).astype(q.dtype)
+
+
 def _zero_divisor(op: str, a) -> RuntimeFault:
     return RuntimeFault(f"integer {'division' if op == '//' else 'modulo'} by zero in device "
                         f"code ({a} {op} 0)", code="TC520",
@@ -84,12 +94,13 @@ class ScalarOps:
                                f"element(s)", code="TC502",
                                hint="check the index computed at run time")
         out = array.copy()
-        if out.dtype.kind in "iu" and not isinstance(value, (np.integer, np.ndarray)):
-            # a Python int may exceed the element type; wrap it the way the
-            # device's register store truncates to the element's width
-            value = np.array(int(value), dtype=np.int64).astype(out.dtype)
-        out[i] = value
+        try:
+            out[i] = value
+        except OverflowError:
+            # a Python int beyond the element type: wrap it the way the device's
+            # register store truncates to the element's width
+            out[i] = np.array(int(value), dtype=np.int64).astype(out.dtype)
         return out
 
 
-__all__ = ["ScalarOps", "trunc_div", "trunc_rem"]
+__all__ = ["ScalarOps", "trunc_div", "trunc_divide", "trunc_rem"]
