@@ -251,7 +251,9 @@ def _full(c):
 @op("pl.tile.create", where=KERNEL, kernel=RankContext.create_tile,
     static=("shape", "dtype", "target_memory"))
 def create(shape, dtype, target_memory=None, transpose=None, *, flat_layout=None):
-    """A new scratch tile of ``shape`` (zero-filled on the CPU)."""
+    """A new scratch tile of ``shape`` in ``target_memory`` (``Vec`` by default),
+    zero-filled on the CPU.  ``transpose`` / ``flat_layout`` choose the
+    physical layout of the uninitialised buffer, which no value shows."""
 
 
 @create.rule
