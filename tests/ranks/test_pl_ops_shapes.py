@@ -295,12 +295,14 @@ def narrow_program(dt):
     return main
 
 
-@pytest.mark.parametrize("dt", [pl.FP8E4M3FN, pl.FP8E5M2, pl.INT4, pl.UINT4],
+@pytest.mark.parametrize("dt", [pl.FP8E4M3FN, pl.FP8E5M2, pl.FP8E8M0, pl.FP4, pl.INT4, pl.UINT4],
                          ids=lambda d: d.name)
 @pytest.mark.parametrize("n", LOCAL_SIZES)
 def test_fp8_and_int4_round_trip(dt, n):
     rng = np.random.default_rng(440 + n)
     xs = rng.uniform(-20, 20, size=(n, 1, 16)).astype(np.float32)
+    if dt in (pl.FP8E8M0, pl.FP4):                # E8M0 is positive only; FP4 spans +-6
+        xs = np.abs(xs) + 0.1 if dt is pl.FP8E8M0 else xs * 0.3
     ys = np.zeros((n, 1, 16), dt.np_dtype)
     backs = np.zeros((n, 1, 16), np.float32)
     narrow_program(dt)(xs, ys, backs, config=config_for(n))

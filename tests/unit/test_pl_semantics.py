@@ -124,3 +124,28 @@ def test_lowering_of_region_assignment_and_device_division():
     assert kernel.count("_rt.assemble(") == 2 and "_rt.assign(" not in kernel
     assert "_rt.divsi(" in kernel and "//" not in kernel
     assert "_rt.divsi(" not in host and "//" in host
+
+
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float8_e4m3fn", "float8_e5m2"])
+def test_directed_modes_of_narrow_floats_against_an_enumeration(name):
+    """Every finite value of the narrow type, enumerated from its bit patterns,
+    gives the reference neighbours of each input."""
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, name))
+    bits = ml_dtypes.finfo(dt).bits
+    values = np.arange(2 ** bits, dtype=np.uint8).view(dt).astype(np.float64)
+    values = np.unique(values[np.isfinite(values)])
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(500) * values.max() / 3).astype(np.float32)
+    x = x[np.abs(x) < values.max()]
+    x64 = x.astype(np.float64)
+    lo = values[np.searchsorted(values, x64, side="right") - 1]
+    hi = values[np.searchsorted(values, x64, side="left")]
+    np.testing.assert_array_equal(convert(x, dt, "floor").astype(np.float64), lo)
+    np.testing.assert_array_equal(convert(x, dt, "ceil").astype(np.float64), hi)
+    np.testing.assert_array_equal(convert(x, dt, "trunc").astype(np.float64),
+                                  np.where(x64 >= 0, lo, hi))
+    # values between -smallest and +smallest step through zero correctly
+    tiny = np.array([1e-9, -1e-9], np.float32)
+    assert convert(tiny, dt, "ceil").astype(np.float64)[0] == values[values > 0].min()
+    assert convert(tiny, dt, "floor").astype(np.float64)[1] == values[values < 0].max()

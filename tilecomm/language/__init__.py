@@ -1,8 +1,9 @@
 """``import tilecomm.language as pl`` -- the tile language surface."""
 from types import SimpleNamespace as _NS
 
-from ..dtypes import (BF16, BOOL, FP8E4M3FN, FP8E5M2, FP16, FP32, FP64, INDEX, INT4, INT8, INT16,
-                      INT32, INT64, TASK_ID, UINT4, UINT8, UINT16, UINT32, UINT64, DataType)
+from ..dtypes import (BF16, BOOL, FP4, FP8E4M3FN, FP8E5M2, FP8E8M0, FP16, FP32, FP64, INDEX, INT4,
+                      INT8, INT16, INT32, INT64, TASK_ID, UINT4, UINT8, UINT16, UINT32, UINT64,
+                      DataType)
 from ..ir.enums import (FunctionType, Level, MemorySpace, PadValue, Role, ScopeMode, SplitMode,
                         TileLayout)
 from ..ops.pl_matmul import matmul, move
@@ -34,5 +35,5 @@ __all__ = ["BF16", "BOOL", "FP16", "FP32", "FP64", "INDEX", "INT8", "INT16", "IN
            "parallel", "range", "unroll", "yield_", "function", "jit", "program", "InOut", "Out",
            "Scalar", "TaskId", "Tensor", "Tuple", "dynamic", "tile", "tensor", "array", "at",
            "spmd", "manual_scope", "scope", "ScopeMode", "get_block_idx", "submit", "spmd_submit",
-           "Array", "matmul", "move", "TileLayout", "FP8E4M3FN", "FP8E5M2", "INT4", "UINT4",
+           "Array", "matmul", "move", "TileLayout", "FP8E4M3FN", "FP8E5M2", "FP8E8M0", "FP4", "INT4", "UINT4",
            "assemble", "PadValue", "SplitMode", "split_aiv", "while_", "cond"]
