@@ -1,7 +1,7 @@
 """``pl`` primitives used by distributed programs: tiles, tensors, scalars."""
 from __future__ import annotations
 
-from ..dtypes import DataType, FP32, INDEX, INT32
+from ..dtypes import BF16, DataType, FP16, FP32, INDEX, INT32
 from ..ir.enums import AtomicType, MemorySpace
 from ..ir.types import (ArrayType, Dim, NONE, ScalarType, TensorType, TileType, is_static)
 from .check import const_value, describe
@@ -92,7 +92,9 @@ def _load(c):
 def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_):
     """Write the tile's valid region into ``output_tensor`` at ``offsets`` and return
     the updated tensor (``out = pl.store(t, [0, 0], out)``).  A 2-D tile lands on
-    the inner two dims of a higher-rank tensor.  ``atomic=AtomicType.Add``
+    the inner two dims of a higher-rank tensor.  An FP32 accumulator tile
+    (``Acc``) may be stored into an FP16 / BF16 tensor: it is rounded to
+    nearest-even on the way, as the chip's fixpipe does.  ``atomic=AtomicType.Add``
     accumulates instead of overwriting."""
 
 
@@ -105,7 +107,10 @@ def _store(c):
     if tl.rank > out.rank:
         c.value_error(f"pl.store: a rank-{tl.rank} tile cannot be stored into a rank-{out.rank} "
                       f"tensor", code="TC201", at="tile")
-    if tl.dtype is not out.dtype:
+    # the fixpipe that drains the accumulator can round FP32 to FP16 / BF16 on
+    # its way to memory; any other dtype change needs an explicit pl.cast
+    narrows = tl.memory is MemorySpace.Acc and tl.dtype is FP32 and out.dtype in (FP16, BF16)
+    if tl.dtype is not out.dtype and not narrows:
         c.type_error(f"pl.store: tile dtype {tl.dtype.name} differs from destination dtype "
                      f"{out.dtype.name}", code="TC204", hint="convert with pl.cast first")
     ext = c.index_list("shapes", tl.rank, what="shapes", target_what="tile") if c.given("shapes") \
