@@ -22,6 +22,10 @@ def test_trunc_div_and_rem_are_c_semantics(a, b):
     assert trunc_div(a, b) == int(np.trunc(a / b))
     assert trunc_rem(a, b) == int(np.fmod(a, b))
     assert trunc_div(a, b) * b + trunc_rem(a, b) == a
+    assert ScalarOps.divsi(a, b) == trunc_div(a, b)
+    assert ScalarOps.remsi(a, b) == trunc_rem(a, b)
+    assert ScalarOps.divsi(np.int32(a), np.int64(b)) == trunc_div(a, b)
+    assert ScalarOps.remsi(np.int64(a), b) == trunc_rem(a, b)
 
 
 def test_trunc_divide_elementwise_and_zero():

@@ -68,19 +68,28 @@ class ScalarOps:
         if self.control.aborted():
             raise self._aborted_exc()
 
+    # both start from Python's flooring result, which is already right when the
+    # operands have the same sign (the common case costs one comparison)
+
     @staticmethod
     def divsi(a, b):
         """``a // b`` in device code on integer scalars."""
         if b == 0:
             raise _zero_divisor("//", a)
-        return trunc_div(int(a), int(b))
+        q = a // b
+        if q < 0 and q * b != a:
+            q += 1                        # floor -> toward zero
+        return q
 
     @staticmethod
     def remsi(a, b):
         """``a % b`` in device code on integer scalars."""
         if b == 0:
             raise _zero_divisor("%", a)
-        return trunc_rem(int(a), int(b))
+        r = a % b
+        if r and (r < 0) != (a < 0):
+            r -= b                        # the dividend's sign, not the divisor's
+        return r
 
     @staticmethod
     def array_set(array, index, value):
