@@ -3,7 +3,6 @@ matmul, assemble, slicing, casts, loops, lanes, placement), and the table of
 their compile-error cases.  ``test_compile_errors`` runs the table with the
 same checks as its own (``# E:<tag>`` markers locate the expected line)."""
 import tilecomm.language as pl
-import tilecomm.language.distributed as pld
 from tilecomm.errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 
 from bad_programs import SIG, WIN, X, XS, Y, YS, ok_kernel

@@ -15,7 +15,7 @@ from .regions import (arr, element_index, fault, index_shape, py_scalar,  # noqa
                       region, region_index, tile_valid)
 from .scalar_ops import ScalarOps, trunc_divide
 from .shape_ops import ShapeOps
-from .values import Tile, WindowView, address, make_tile, valid_region
+from .values import Tile, WindowView, make_tile, valid_region
 
 
 class KernelOps(ScalarOps, MatmulOps, CastOps, ShapeOps):
