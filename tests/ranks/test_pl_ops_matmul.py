@@ -109,7 +109,9 @@ def ragged_kernel(a: pl.Tensor[[3, 8], pl.FP32], b: pl.Tensor[[8, 5], pl.FP32],
     # tiles physically larger than the data: only the valid product is stored
     ta = pl.load(a, [0, 0], [8, 8], valid_shape=[3, 8], target_memory=MAT)
     tb = pl.load(b, [0, 0], [8, 8], valid_shape=[8, 5], target_memory=MAT)
-    tc = pl.matmul(pl.move(ta, LEFT), pl.move(tb, RIGHT))
+    # a destination layout changes no value
+    tc = pl.matmul(pl.move(ta, LEFT), pl.move(tb, RIGHT, blayout=pl.TileLayout.col_major,
+                                              slayout=pl.TileLayout.row_major))
     pl.store(tc, [0, 0], c)
     # the accumulator handed to the vector unit, then scaled
     v = pl.move(tc, VEC)

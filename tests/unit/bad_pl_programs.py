@@ -101,6 +101,13 @@ def k_move_into_acc(x: X, y: Y, win: WIN, sig: SIG):
 
 
 @pl.jit.incore
+def k_move_bad_layout(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=MAT)
+    a = pl.move(t, LEFT, blayout=pl.MemorySpace.Vec)  # E:TC214
+    return y
+
+
+@pl.jit.incore
 def k_add_in_left(x: X, y: Y, win: WIN, sig: SIG):
     t = pl.move(pl.load(x, [0, 0], [2, 8], target_memory=MAT), LEFT)
     u = pl.add(t, 1.0)  # E:TC251
@@ -267,6 +274,8 @@ CASES = [
     (k_move_into_acc, "TC251", VALUE, "pl.MemorySpace.Acc",
      ["MemorySpace.Vec or MemorySpace.Mat or MemorySpace.Left or MemorySpace.Right",
       "got MemorySpace.Acc"]),
+    (k_move_bad_layout, "TC214", VALUE, "pl.MemorySpace.Vec", ["TileLayout member",
+                                                             "got MemorySpace.Vec"]),
     (k_add_in_left, "TC251", VALUE, "t, 1.0", ["MemorySpace.Vec", "MemorySpace.Left"]),
     (k_store_from_mat, "TC251", VALUE, "t, [", ["MemorySpace.Vec or MemorySpace.Acc",
                                                "MemorySpace.Mat"]),
