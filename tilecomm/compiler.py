@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import os
 from dataclasses import replace
 
@@ -27,6 +28,7 @@ from .lower.codegen import lower_program
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
+from .runtime.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.launch import launch
 from .runtime.prepared import DistributedWorker
 from .verify import verify
@@ -40,6 +42,8 @@ def arg_type(x, name):
         return ScalarType(D.INDEX)
     if isinstance(x, (float, np.floating)):
         return ScalarType(D.FP32)
+    if isinstance(x, (DeviceTensor, StackedDeviceTensor)):
+        return TensorType(x.shape, D.from_numpy(x.dtype))
     a = to_numpy(x)
     if a is None:
         raise ArgumentError(f"parameter '{name}': expected a numpy array, a torch CPU tensor or "
@@ -95,10 +99,14 @@ def _default_output_dir(entry, config) -> str:
     return os.path.join(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
 
 
+_PROGRAM_KEYS = itertools.count(1)
+
+
 class CompiledProgram:
     """A program compiled for one RunConfig; call it with host tensors."""
 
     def __init__(self, entry, *, config: RunConfig, self_ns=None, output_dir=None):
+        self.key = next(_PROGRAM_KEYS)     # persistent windows are kept per program
         self.entry = entry
         self.config = config
         self.self_ns = self_ns
@@ -159,7 +167,9 @@ class CompiledProgram:
             prog, facts = self._build(list(types))
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
-            exe = self._cache[key] = make_executable(prog, facts, lowered, self.config)
+            exe = make_executable(prog, facts, lowered, self.config)
+            exe.program_key = self.key
+            self._cache[key] = exe
         return exe
 
     def lowered(self, *args):
@@ -191,15 +201,38 @@ class CompiledProgram:
         """Specialisations compiled so far."""
         return [v for v in self._cache.values() if isinstance(v, Executable)]
 
-    def prepare(self, *args, config=None):
-        """Start the rank processes once and keep them for many calls
-        (a ``DistributedWorker``); given tensors, specialise for them first so
-        the workers start with that code."""
+    @property
+    def sub_workers(self) -> tuple:
+        """Names of the program's SubWorker functions (callbacks bind to them)."""
+        return ()
+
+    def prepare(self, *args, config=None, extra_compiled=(), persistent=False,
+                reset_persistent_windows=None, callbacks=None, sub_worker_overrides=None,
+                startup_timeout_s=None):
+        """Start the rank processes once and keep them for many calls: a
+        ``DistributedWorker`` (see ``tilecomm.runtime.prepared``).  A first
+        positional ``RunConfig`` is the config (as upstream allows); host tensors
+        given instead specialise the program first, so the ranks start with that
+        code."""
+        if args and (args[0] is None or isinstance(args[0], RunConfig)):
+            if len(args) > 1 or config is not None:
+                raise TypeError("prepare() takes at most one config")
+            config, args = args[0], ()
         if args:
             self.specialise(args)
-        return DistributedWorker(self, config)
+        return DistributedWorker(self, config, extra_compiled=extra_compiled,
+                                 persistent=persistent,
+                                 reset_persistent_windows=reset_persistent_windows,
+                                 callbacks=callbacks, sub_worker_overrides=sub_worker_overrides,
+                                 startup_timeout_s=startup_timeout_s)
 
     def __call__(self, *args, config=None):
+        for a in args:
+            if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
+                raise ArgumentError("One-shot calls cannot accept DeviceTensor or "
+                                    "StackedDeviceTensor arguments: device tensors live in a "
+                                    "prepared worker; call it through that worker "
+                                    "(rt(...) / rt.run(compiled, ...))", code="TC414")
         exe = self.specialise(args)
         cfg = config or self.config
         return launch(exe, list(args), cfg)

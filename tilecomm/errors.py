@@ -198,6 +198,18 @@ CODES = {
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
     "TC412": "output argument is read-only",
+    "TC413": "DistributedWorker used after close()",
+    "TC414": "argument not accepted by this call (foreign or freed device tensor; device tensor "
+             "in a one-shot call)",
+    "TC415": "program not registered with this DistributedWorker",
+    "TC416": "rt(*args) is ambiguous on a multi-program DistributedWorker",
+    "TC417": "invalid DistributedWorker construction (no program, programs on different "
+             "platforms/devices, reset without persistent, bad config or start-up time-out)",
+    "TC418": "device tensor misuse (shape, dtype, worker, placement, ownership)",
+    "TC419": "raw device address or size invalid (malloc / free / copy_to / copy_from)",
+    "TC420": "persistent comm domain changed specification",
+    "TC421": "invalid run-handle timeout",
+    "TC423": "callbacks name no SubWorker of the prepared programs",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",

@@ -20,6 +20,7 @@ from ..errors import ArgumentError
 from ..ir.types import INOUT, OUT
 from ..transport.segments import Segment
 from . import shmspace
+from .device_tensors import DeviceTensor, StackedDeviceTensor
 from .host import HostTensor
 from .executable import to_numpy
 from .values import HostRef
@@ -61,6 +62,9 @@ def share_arguments(run, args, executable):
     copied back if any parameter it is passed as is an output."""
     vals, copies, seen = [], [], {}
     for a, direction in zip(args, _directions(executable)):
+        if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
+            vals.append(a.host_value())      # resident already: passed by reference
+            continue
         arr = to_numpy(a)
         if arr is None:
             vals.append(a)

@@ -86,7 +86,7 @@ class Executable:
     the program tables."""
 
     def __init__(self, *, prog: ProgramInfo, lowered, config, entry, image: KernelImage,
-                 directions: dict, ir=None):
+                 directions: dict, ir=None, program_key=None):
         self.prog = prog
         self.lowered = lowered          # .source, .filename, .linemap of the lowered module
         self.config = config
@@ -95,6 +95,8 @@ class Executable:
         self.image = image
         self.directions = directions    # function -> per-parameter In / Out / InOut
         self.ir = ir                    # the verified IR it came from (for tools; opaque here)
+        # which program this specialises (persistent windows are kept per program)
+        self.program_key = program_key
 
     def span(self, loc):
         return self.image.span(loc)

@@ -9,6 +9,8 @@ rank's dispatch, since windows are the only place ranks may race by design.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import RuntimeFault
@@ -44,6 +46,27 @@ class HostTensor:
         return lo + neg, lo + span + a.itemsize
 
 
+class PlacedTensor(HostTensor):
+    """A prepared worker's device tensor (or a view of one): resident on rank
+    ``worker_id`` only, so only a dispatch to that rank may take it."""
+
+    __slots__ = ("worker_id",)
+
+    def __init__(self, segment, array: np.ndarray, worker_id: int):
+        super().__init__(segment, array)
+        self.worker_id = worker_id
+
+
+class StackedShards:
+    """A StackedDeviceTensor in a HOST orchestrator: ``x[i]`` is shard i, placed
+    on its own worker; the stack as a whole is no single rank's tensor."""
+
+    __slots__ = ("shards",)
+
+    def __init__(self, shards):
+        self.shards = shards
+
+
 class HostRuntime(KernelOps, HostCollectives):
     def __init__(self, call):
         self.call = call
@@ -69,14 +92,14 @@ class HostRuntime(KernelOps, HostCollectives):
             raise RuntimeFault(f"window buffer '{rec.name}' size must be positive; got {nbytes}",
                                code="TC503")
         devices = tuple(sorted(rec.devices))
-        names = self.call.allocate_window(nbytes, devices)
+        names = self.call.allocate_window(nbytes, devices, rec.name)
         buf = WindowBuffer(buf_id, rec.name, nbytes, devices, names)
         self.call.buffers[buf_id] = buf
         return buf
 
     def window(self, buf, shape, dtype):
         shape = tuple(int(d) for d in shape)
-        n = int(np.prod(shape)) * dtype.get_byte()
+        n = math.prod(shape) * dtype.get_byte()
         if n > buf.nbytes:
             raise RuntimeFault(f"pld.window view of {n} bytes does not fit in window buffer "
                                f"'{buf.name}' of {buf.nbytes} bytes", code="TC502")
@@ -95,9 +118,19 @@ class HostRuntime(KernelOps, HostCollectives):
         return HostTensor(seg, a)
 
     def index(self, base, items):
+        if isinstance(base, StackedShards):
+            first, rest = (items[0], items[1:]) if isinstance(items, tuple) else (items, ())
+            i = int(first)
+            if not 0 <= i < len(base.shards):
+                raise RuntimeFault(f"StackedDeviceTensor index {i} out of range for "
+                                   f"{len(base.shards)} shard(s)", code="TC418")
+            shard = base.shards[i]
+            return self.index(shard, rest) if rest else shard
         if isinstance(base, HostTensor):
             view = KernelOps.index(self, base.array, items)
             if isinstance(view, np.ndarray):
+                if isinstance(base, PlacedTensor):
+                    return PlacedTensor(base.segment, view, base.worker_id)
                 return HostTensor(base.segment, view)
             raise RuntimeFault("a HOST orchestrator cannot read tensor elements: dispatches run "
                                "asynchronously on the ranks", code="TC503")
@@ -130,10 +163,16 @@ class HostRuntime(KernelOps, HostCollectives):
         descs, deps = [], {}
         for a, d in zip(args, dirs):
             if isinstance(a, HostTensor):
+                if isinstance(a, PlacedTensor) and a.worker_id != device:
+                    raise RuntimeFault(f"a device tensor resident on worker {a.worker_id} was "
+                                       f"dispatched to device {device}", code="TC418")
                 descs.append(a.ref())
                 self._track(a, device, seq, d, deps)
             elif isinstance(a, WindowRef):
                 descs.append(a)
+            elif isinstance(a, StackedShards):
+                raise RuntimeFault("a StackedDeviceTensor must be indexed by shard (x[r]) before "
+                                   "it is passed to a dispatch", code="TC418")
             elif isinstance(a, (int, float, bool, np.integer, np.floating)):
                 descs.append(a.item() if isinstance(a, np.generic) else a)
             else:

@@ -29,12 +29,22 @@ from . import forking, hostfaults
 from .arguments import check_arguments, copy_back, map_result, share_arguments
 from .host import HostRuntime
 from .launcher import ForkLauncher
-from .messages import EndRun, LoadImage, Shutdown
+from .messages import Batch, EndRun, LoadImage, Shutdown
 from .monitor import monitor, wake_blocked
+from .persistent import PersistentDomains
 from .worker import worker_main
 
 _CALL_IDS = itertools.count(1)
 ABORT_GRACE_S = 0.5      # after an abort, how long ranks may take to exit on their own
+# dispatches to one rank are sent together once this many are queued (and at
+# the end of the HOST orchestrator): one pickle and one write per batch
+# instead of per message, while a long host loop still lets ranks start early
+BATCH_MESSAGES = 32
+
+
+def next_id() -> int:
+    """A fresh id for segment names (unique within this process)."""
+    return next(_CALL_IDS)
 
 
 class Ranks:
@@ -42,7 +52,7 @@ class Ranks:
     share.  Lives for one call (one-shot) or across calls
     (``DistributedWorker``)."""
 
-    def __init__(self, world: int, config):
+    def __init__(self, world: int, config, persistent_reset: bool | None = None):
         # segments of controllers that were SIGKILLed: swept whenever ranks start
         # (one listdir), so a long-lived process also cleans up after peers
         # that died after its first call
@@ -56,10 +66,15 @@ class Ranks:
         self.transport_name = config.resolved_transport()
         self.launcher = ForkLauncher(world)
         self.control = self.transport = None
+        # persistent comm domains (prepare(persistent=True)): None = fresh per run
+        self.persistent: PersistentDomains | None = None
         try:
             self.control = C.ShmControlPlane(
                 self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
             self.transport = make_host(self.transport_name, world, self._new_segment)
+            if persistent_reset is not None:
+                self.persistent = PersistentDomains(self._new_segment, self.transport,
+                                                    persistent_reset)
         except BaseException:
             self.close()
             raise
@@ -146,6 +161,7 @@ class Run:
         self.segments: list = []
         self.buffers: dict = {}
         self.done: set = set()
+        self._outbox: list = [[] for _ in range(ranks.world)]
 
     def new_segment(self, nbytes: int):
         name = S.segment_name(self.owner, self.call_id, len(self.segments))
@@ -153,19 +169,38 @@ class Run:
         self.segments.append(seg)
         return seg
 
-    def allocate_window(self, nbytes: int, members: tuple) -> tuple:
+    def allocate_window(self, nbytes: int, members: tuple, name: str = "") -> tuple:
+        persistent = self.ranks.persistent
+        if persistent is not None:
+            return persistent.allocate(self.executable.program_key, name, nbytes, members)
         return self.ranks.transport.allocate(self, nbytes, members)
 
     def send(self, rank: int, msg) -> None:
-        self.ranks.send(rank, msg)
+        box = self._outbox[rank]
+        box.append(msg)
+        if len(box) >= BATCH_MESSAGES:
+            self.flush(rank)
+
+    def flush(self, rank: int | None = None) -> None:
+        """Send what is queued (for one rank, or all)."""
+        ready = []
+        for r in range(self.world) if rank is None else (rank,):
+            box = self._outbox[r]
+            if box:
+                self._outbox[r] = []
+                ready.append((r, box[0] if len(box) == 1 else Batch(tuple(box))))
+        for r, msg in ready:
+            self.ranks.send(r, msg)
 
     def release(self):
-        self.ranks.transport.end_run(self)
+        if self.ranks.persistent is None:   # persistent windows stay registered
+            self.ranks.transport.end_run(self)
         for seg in self.segments:
             seg.close()
             seg.unlink()
+        if self.segments:                   # catches one created but not yet recorded
+            S.sweep(self.owner, self.call_id)
         self.segments = []
-        S.sweep(self.owner, self.call_id)
 
 
 def launch(executable, args: list, config):
@@ -187,6 +222,8 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     try:
         ranks.know(executable.image)
         ranks.control.reset()
+        if ranks.persistent is not None and ranks.persistent.reset:
+            ranks.persistent.zero()        # every rank is idle between runs
         host_vals, copies = share_arguments(run, args, executable)   # outputs copied back
         if not ranks.started:
             ranks.start()
@@ -201,10 +238,12 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
         except Exception as e:             # the user's own host code raised: point at it
             hostfaults.locate(e, executable.lowered)
             raise
+        keep = ranks.persistent is not None
         for r in range(run.world):
-            run.send(r, EndRun())
+            run.send(r, EndRun(keep))
             if last:
                 run.send(r, Shutdown())
+        run.flush()
         monitor(run)
         copy_back(copies)
         return map_result(result, args, host_vals)
@@ -217,4 +256,4 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
         run.release()
 
 
-__all__ = ["Ranks", "Run", "execute", "launch"]
+__all__ = ["Ranks", "Run", "execute", "launch", "next_id"]
