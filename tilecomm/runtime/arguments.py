@@ -72,7 +72,7 @@ def share_arguments(run, args, executable):
         key = _key(arr)
         shared = seen.get(key)
         if shared is None:
-            seg = run.new_segment(max(arr.nbytes, 1))
+            seg = run.argument_segment(max(arr.nbytes, 1))
             shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
             np.copyto(shared.array, arr)
             seen[key] = shared
@@ -99,11 +99,46 @@ def map_result(result, args, host_vals):
     return one(result) if result is not None else None
 
 
-class HostSegments:
-    """Rank side: the host-tensor segments of the current run, mapped on first use."""
+class ArgumentPool:
+    """A prepared worker's host-argument segments, reused call after call.
 
-    def __init__(self):
+    Creating a segment for every tensor argument of every call (and mapping
+    it in every rank) costs more than a small call itself; the pool keeps
+    them, per size, for as long as the ranks live, and ranks keep them mapped
+    (``HostSegments(keep=...)``).  Calls run one at a time, so a segment handed
+    out to one run is back before the next run starts.  At most ``CAPACITY``
+    segments are pooled (ranks keep each mapped): beyond that a call gets
+    segments of its own, as a one-shot call does."""
+
+    CAPACITY = 64
+
+    def __init__(self, new_segment):
+        self._new_segment = new_segment
+        self._free: dict[int, list] = {}
+        self.size = 0
+
+    def take(self, nbytes: int):
+        free = self._free.get(nbytes)
+        if free:
+            return free.pop()
+        if self.size >= self.CAPACITY:
+            return None
+        self.size += 1
+        return self._new_segment(nbytes)
+
+    def give_back(self, segments) -> None:
+        for seg in segments:
+            self._free.setdefault(seg.size, []).append(seg)
+
+
+class HostSegments:
+    """Rank side: the host-tensor segments of the current run, mapped on first
+    use; those whose name starts with ``keep`` (a prepared worker's pooled
+    argument segments) stay mapped for the next run."""
+
+    def __init__(self, keep: str | None = None):
         self._segments: dict[str, Segment] = {}
+        self._keep = keep
 
     def array(self, ref: HostRef) -> np.ndarray:
         seg = self._segments.get(ref.segment)
@@ -112,6 +147,8 @@ class HostSegments:
         return seg.ndarray(ref.dtype, ref.shape, offset=ref.offset, strides=ref.strides)
 
     def close(self) -> None:
-        for seg in self._segments.values():
-            seg.close()
-        self._segments.clear()
+        keep = self._keep
+        for name, seg in list(self._segments.items()):
+            if keep is None or not name.startswith(keep):
+                seg.close()
+                del self._segments[name]

@@ -26,7 +26,7 @@ from ..transport import segments as S
 from . import control as C
 from . import taskplane
 from . import forking, hostfaults
-from .arguments import check_arguments, copy_back, map_result, share_arguments
+from .arguments import ArgumentPool, check_arguments, copy_back, map_result, share_arguments
 from .host import HostRuntime
 from .launcher import ForkLauncher
 from .messages import Batch, EndRun, LoadImage, Shutdown
@@ -52,7 +52,8 @@ class Ranks:
     share.  Lives for one call (one-shot) or across calls
     (``DistributedWorker``)."""
 
-    def __init__(self, world: int, config, persistent_reset: bool | None = None):
+    def __init__(self, world: int, config, persistent_reset: bool | None = None,
+                 pool_arguments: bool = False):
         # segments of controllers that were SIGKILLed: swept whenever ranks start
         # (one listdir), so a long-lived process also cleans up after peers
         # that died after its first call
@@ -68,6 +69,10 @@ class Ranks:
         self.control = self.transport = None
         # persistent comm domains (prepare(persistent=True)): None = fresh per run
         self.persistent: PersistentDomains | None = None
+        # a prepared worker's argument segments, reused across runs
+        self.arguments = ArgumentPool(self._new_segment) if pool_arguments else None
+        # segments named so live as long as these ranks (ranks may keep them mapped)
+        self.own_prefix = f"{S.segment_name(self.owner, self.id, 0)[:-1]}"
         try:
             self.control = C.ShmControlPlane(
                 self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
@@ -162,6 +167,18 @@ class Run:
         self.buffers: dict = {}
         self.done: set = set()
         self._outbox: list = [[] for _ in range(ranks.world)]
+        self._pooled: list = []
+
+    def argument_segment(self, nbytes: int):
+        """A segment for a host tensor argument: from the ranks' pool if they
+        have one."""
+        pool = self.ranks.arguments
+        if pool is not None:
+            seg = pool.take(nbytes)
+            if seg is not None:
+                self._pooled.append(seg)
+                return seg
+        return self.new_segment(nbytes)
 
     def new_segment(self, nbytes: int):
         name = S.segment_name(self.owner, self.call_id, len(self.segments))
@@ -195,6 +212,9 @@ class Run:
     def release(self):
         if self.ranks.persistent is None:   # persistent windows stay registered
             self.ranks.transport.end_run(self)
+        if self._pooled:
+            self.ranks.arguments.give_back(self._pooled)
+            self._pooled = []
         for seg in self.segments:
             seg.close()
             seg.unlink()

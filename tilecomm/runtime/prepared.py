@@ -165,7 +165,8 @@ class DistributedWorker:
 
     def _start(self):
         reset = self.reset_persistent_windows if self.persistent else None
-        self._ranks = Ranks(self.world, self._config, persistent_reset=reset)
+        self._ranks = Ranks(self.world, self._config, persistent_reset=reset,
+                            pool_arguments=True)
         # specialisations compiled so far are inherited by the fork; later
         # ones are sent to the workers when first used
         for p in self._programs:
@@ -251,10 +252,11 @@ class DistributedWorker:
         self._drain()                   # submitted calls first, in order
         return self._execute(call, config)
 
-    def _execute(self, call, config):
+    def _execute(self, call, config, admitted=False):
         exe, args = call
         with self._lock:
-            self._check_open("run")
+            if not admitted:            # a submitted call runs even while close() drains
+                self._check_open("run")
             if self._ranks is not None and not self._ranks.alive():
                 self._ranks.close()     # a rank died while idle: start afresh
                 self._ranks = None
@@ -287,7 +289,7 @@ class DistributedWorker:
                 return
             handle, call, config = item
             try:
-                handle._set(self._execute(call, config))
+                handle._set(self._execute(call, config, admitted=True))
             except BaseException as e:  # kept for result(); the next call restarts ranks
                 handle._set(error=e)
             finally:

@@ -50,7 +50,7 @@ def worker_main(rank: int, ranks, conn) -> int:
         M.send(conn, M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
                            type(e).__name__, e.code, None))
         return M.EXIT_FAILED
-    hosts = HostSegments()
+    hosts = HostSegments(ranks.own_prefix if ranks.arguments is not None else None)
     # a prepared worker's persistent windows: one WindowView per (image,
     # buffer, view) kept across runs, so its cell handles and collective plans
     # are resolved once for the worker's lifetime, not once per dispatch

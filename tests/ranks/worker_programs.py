@@ -1,0 +1,139 @@
+"""Programs the DistributedWorker tests run (module level: the front end reads
+their source)."""
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+
+NR = pl.dynamic("NR")
+W = pl.dynamic("W")
+S = pl.dynamic("S")
+
+
+# ---- accumulate: every rank atomically adds its row into rank 0's window and
+# counts itself into rank 0's signal row; rank 0 waits until every row reached
+# ``expected`` and copies the window out.  Fresh or zeroed windows: expected 1
+# every call and y = this call's sum.  Kept windows: the k-th call waits for k
+# and y = the sum of every call so far (a monotonic counter protocol).
+@pl.jit.incore
+def accumulate(x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]],
+               acc: pl.InOut[pld.DistributedTensor[[1, W], pl.FP32]],
+               sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]],
+               expected: pl.Scalar[pl.INT32]) -> pl.Tensor[[1, W], pl.FP32]:
+    me = pld.rank(pld.get_comm_ctx(acc))
+    n = pld.nranks(pld.get_comm_ctx(acc))
+    pld.tile.remote_store(pl.load(x, [0, 0], [1, W]), acc, 0, [0, 0], atomic=pld.AtomicType.Add)
+    pld.system.notify(sig, 0, [me, 0], 1, op=pld.NotifyOp.AtomicAdd)
+    if me == 0:
+        for src in pl.range(n):
+            pld.system.wait(sig, [src, 0], expected, cmp=pld.WaitCmp.Ge)
+    y = pl.store(pl.load(acc, [0, 0], [1, W]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def accumulate_chip(x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]],
+                    acc: pl.InOut[pld.DistributedTensor[[1, W], pl.FP32]],
+                    sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]],
+                    expected: pl.Scalar[pl.INT32]):
+    return accumulate(x, y, acc, sig, expected)
+
+
+@pl.jit.host
+def accumulate_main(xs: pl.Tensor[[NR, 1, W], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]],
+                    expected: pl.Scalar[pl.INT32]):
+    acc_buf = pld.alloc_window_buffer([1, W], dtype=pl.FP32)
+    sig_buf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        accumulate_chip(xs[r], ys[r], pld.window(acc_buf, [1, W], dtype=pl.FP32),
+                        pld.window(sig_buf, [NR, 1], dtype=pl.INT32), expected, device=r)
+    return ys
+
+
+# ---- allreduce with the self-clearing collective: correct on kept windows too
+@pl.jit.incore
+def allreduce_kernel(x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]],
+                     data: pl.InOut[pld.DistributedTensor[[1, W], pl.FP32]],
+                     sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]
+                     ) -> pl.Tensor[[1, W], pl.FP32]:
+    data = pl.store(pl.load(x, [0, 0], [1, W]), [0, 0], data)
+    data = pld.tensor.allreduce(data, sig, op=pld.ReduceOp.Sum)
+    y = pl.store(pl.load(data, [0, 0], [1, W]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def allreduce_chip(x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]],
+                   data: pl.InOut[pld.DistributedTensor[[1, W], pl.FP32]],
+                   sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]):
+    return allreduce_kernel(x, y, data, sig)
+
+
+@pl.jit.host
+def allreduce_main(xs: pl.Tensor[[NR, 1, W], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+    data_buf = pld.alloc_window_buffer([1, W], dtype=pl.FP32)
+    sig_buf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        allreduce_chip(xs[r], ys[r], pld.window(data_buf, [1, W], dtype=pl.FP32),
+                       pld.window(sig_buf, [NR, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+# ---- resident weights: y[r] = x[r] + w[r] with w a (stacked) device tensor
+@pl.jit.incore
+def add_kernel(x: pl.Tensor[[1, W], pl.FP32], w: pl.Tensor[[1, W], pl.FP32],
+               y: pl.Out[pl.Tensor[[1, W], pl.FP32]]) -> pl.Tensor[[1, W], pl.FP32]:
+    y = pl.store(pl.add(pl.load(x, [0, 0], [1, W]), pl.load(w, [0, 0], [1, W])), [0, 0], y)
+    return y
+
+
+@pl.jit
+def add_chip(x: pl.Tensor[[1, W], pl.FP32], w: pl.Tensor[[1, W], pl.FP32],
+             y: pl.Out[pl.Tensor[[1, W], pl.FP32]]):
+    return add_kernel(x, w, y)
+
+
+@pl.jit.host
+def add_main(xs: pl.Tensor[[NR, 1, W], pl.FP32], ws: pl.Tensor[[NR, 1, W], pl.FP32],
+             ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+    for r in pl.range(pld.world_size()):
+        add_chip(xs[r], ws[r], ys[r], device=r)
+    return ys
+
+
+# one rank's weight (a DeviceTensor on one worker) added on rank ``device`` only
+def add_on(device: int):
+    @pl.jit.host
+    def add_on_device(x: pl.Tensor[[1, W], pl.FP32], w: pl.Tensor[[1, W], pl.FP32],
+                      y: pl.Out[pl.Tensor[[1, W], pl.FP32]]):
+        add_chip(x, w, y, device=device)
+        return y
+    return add_on_device
+
+
+# ---- prefill / decode sharing a KV cache: prefill writes kv[r] = x[r] * 2,
+# decode reads it: y[r] = kv[r] + q[r]
+@pl.jit.incore
+def prefill_kernel(x: pl.Tensor[[1, W], pl.FP32], kv: pl.Out[pl.Tensor[[1, W], pl.FP32]]
+                   ) -> pl.Tensor[[1, W], pl.FP32]:
+    t = pl.load(x, [0, 0], [1, W])
+    kv = pl.store(pl.add(t, t), [0, 0], kv)
+    return kv
+
+
+@pl.jit
+def prefill_chip(x: pl.Tensor[[1, W], pl.FP32], kv: pl.Out[pl.Tensor[[1, W], pl.FP32]]):
+    return prefill_kernel(x, kv)
+
+
+@pl.jit.host
+def prefill(xs: pl.Tensor[[NR, 1, W], pl.FP32], kv: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+    for r in pl.range(pld.world_size()):
+        prefill_chip(xs[r], kv[r], device=r)
+    return kv
+
+
+@pl.jit.host
+def decode(kv: pl.Tensor[[NR, 1, W], pl.FP32], qs: pl.Tensor[[NR, 1, W], pl.FP32],
+           ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+    for r in pl.range(pld.world_size()):
+        add_chip(qs[r], kv[r], ys[r], device=r)
+    return ys
