@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import dtypes as D
-from .errors import ArgumentError
+from .errors import ArgumentError, ProgramValueError
 from .analysis import compute_facts
 from .analysis.tasks import annotate as annotate_tasks
 from .frontend import source as source_mod
@@ -23,7 +23,7 @@ from .frontend.builder import ProgramBuilder
 from .frontend.resolve import SelfNamespace
 from .ir.annotations import annotation_type
 from .ir.functions import KernelFunction, ProgramClass
-from .ir.types import IN, ScalarType, TensorType, is_static
+from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
@@ -102,6 +102,21 @@ def _default_output_dir(entry, config) -> str:
 _PROGRAM_KEYS = itertools.count(1)
 
 
+def _is_output(param) -> bool:
+    return isinstance(param.type, TensorType) and param.type.direction == OUT
+
+
+def _zeros(shape, dtype, like_torch: bool):
+    """A zero-filled output tensor (torch when the call passed torch tensors)."""
+    arr = np.zeros(tuple(shape), dtype.np_dtype)
+    if like_torch:
+        import torch                       # only when the caller uses torch already
+        if dtype is D.BF16:
+            return torch.zeros(tuple(shape), dtype=torch.bfloat16)
+        return torch.from_numpy(arr)
+    return arr
+
+
 class CompiledProgram:
     """A program compiled for one RunConfig; call it with host tensors."""
 
@@ -149,14 +164,59 @@ class CompiledProgram:
                 return True
         return False
 
-    def _check_args(self, args):
+    def _param_names(self) -> list:
         src = source_mod.load(self.entry.fn)
-        names = [a.arg for a in src.tree.args.args][(1 if self.entry.is_method else 0):]
+        return [a.arg for a in src.tree.args.args][(1 if self.entry.is_method else 0):]
+
+    @property
+    def returns_outputs(self) -> bool:
+        """Whether the entry has a return annotation: then it may also be called
+        with its inputs only, its ``pl.Out`` tensors allocated and returned."""
+        return "return" in self.entry.fn.__annotations__
+
+    def _annotated_params(self) -> list | None:
+        """The entry's parameters as its annotations type them (None when a bare
+        ``pl.Tensor`` takes its shape from the call)."""
+        built = self.precheck()._cache.get(("annotations",))
+        return None if built is None else list(built[0].entry.params)
+
+    def _check_args(self, args):
+        names = self._param_names()
         if len(args) != len(names):
+            also = ""
+            params = self._annotated_params() if self.returns_outputs else None
+            if params is not None:
+                n_in = sum(1 for p in params if not _is_output(p))
+                also = f" or {n_in} (return style: inputs only, outputs allocated and returned)"
             raise ArgumentError(f"{self.entry.fn.__name__} expects {len(names)} arguments "
-                                f"(in-place, one per parameter), got {len(args)}. Parameters: "
-                                f"{names}")
+                                f"(in-place, one per parameter){also}, got {len(args)}. "
+                                f"Parameters: {names}")
         return names
+
+    def complete_args(self, args) -> tuple:
+        """A return-style call's full argument list: every ``pl.Out`` tensor
+        allocated zero-filled from its annotation.  Other calls: ``args``."""
+        if not self.returns_outputs or len(args) == len(self._param_names()):
+            return tuple(args)
+        params = self._annotated_params()
+        if params is None or len(args) != sum(1 for p in params if not _is_output(p)):
+            self._check_args(args)             # raises, naming both accepted counts
+        like_torch = any(type(a).__module__.startswith("torch") for a in args)
+        given = iter(args)
+        full = []
+        for p in params:
+            if not _is_output(p):
+                full.append(next(given))
+                continue
+            shape = p.type.shape
+            if not all(isinstance(d, int) for d in shape):
+                raise ProgramValueError(
+                    f"Cannot allocate output tensor '{p.name}': its shape "
+                    f"{[str(d) for d in shape]} contains dynamic dimensions.", code="TC422",
+                    span=p.span, hint="pass the output tensor (in-place call), or give it a "
+                                      "static shape")
+            full.append(_zeros(shape, p.type.dtype, like_torch))
+        return tuple(full)
 
     def specialise(self, args) -> Executable:
         names = self._check_args(args)
@@ -227,6 +287,7 @@ class CompiledProgram:
                                  startup_timeout_s=startup_timeout_s)
 
     def __call__(self, *args, config=None):
+        args = self.complete_args(args)
         for a in args:
             if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
                 raise ArgumentError("One-shot calls cannot accept DeviceTensor or "

@@ -209,6 +209,7 @@ CODES = {
     "TC419": "raw device address or size invalid (malloc / free / copy_to / copy_from)",
     "TC420": "persistent comm domain changed specification",
     "TC421": "invalid run-handle timeout",
+    "TC422": "return-style call cannot allocate an output with dynamic dimensions",
     "TC423": "callbacks name no SubWorker of the prepared programs",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",

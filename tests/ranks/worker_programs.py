@@ -137,3 +137,51 @@ def decode(kv: pl.Tensor[[NR, 1, W], pl.FP32], qs: pl.Tensor[[NR, 1, W], pl.FP32
     for r in pl.range(pld.world_size()):
         add_chip(qs[r], kv[r], ys[r], device=r)
     return ys
+
+
+# ---- tuple results through every level, and return-style calls (static shapes)
+N2, WS = 2, 4
+
+
+@pl.jit.incore
+def sum_diff(a: pl.Tensor[[1, WS], pl.FP32], b: pl.Tensor[[1, WS], pl.FP32],
+             s: pl.Out[pl.Tensor[[1, WS], pl.FP32]], d: pl.Out[pl.Tensor[[1, WS], pl.FP32]]
+             ) -> tuple[pl.Tensor[[1, WS], pl.FP32], pl.Tensor[[1, WS], pl.FP32]]:
+    x = pl.load(a, [0, 0], [1, WS])
+    y = pl.load(b, [0, 0], [1, WS])
+    s = pl.store(pl.add(x, y), [0, 0], s)
+    d = pl.store(pl.sub(x, y), [0, 0], d)
+    return s, d
+
+
+@pl.jit
+def sum_diff_chip(a: pl.Tensor[[1, WS], pl.FP32], b: pl.Tensor[[1, WS], pl.FP32],
+                  s: pl.Out[pl.Tensor[[1, WS], pl.FP32]], d: pl.Out[pl.Tensor[[1, WS], pl.FP32]]):
+    return sum_diff(a, b, s, d)                  # a tuple-returning kernel's result
+
+
+@pl.jit
+def sum_diff_unpacking_chip(a: pl.Tensor[[1, WS], pl.FP32], b: pl.Tensor[[1, WS], pl.FP32],
+                            s: pl.Out[pl.Tensor[[1, WS], pl.FP32]],
+                            d: pl.Out[pl.Tensor[[1, WS], pl.FP32]]):
+    s2, d2 = sum_diff(a, b, s, d)
+    return s2, d2
+
+
+@pl.jit.host
+def sum_diff_main(a: pl.Tensor[[N2, 1, WS], pl.FP32], b: pl.Tensor[[N2, 1, WS], pl.FP32],
+                  s: pl.Out[pl.Tensor[[N2, 1, WS], pl.FP32]],
+                  d: pl.Out[pl.Tensor[[N2, 1, WS], pl.FP32]]
+                  ) -> tuple[pl.Tensor[[N2, 1, WS], pl.FP32], pl.Tensor[[N2, 1, WS], pl.FP32]]:
+    for r in pl.range(pld.world_size()):
+        s1, d1 = sum_diff_chip(a[r], b[r], s[r], d[r], device=r)
+        s2, d2 = sum_diff_unpacking_chip(s1, d1, s[r], d[r], device=r)
+    return s, d
+
+
+@pl.jit.host
+def dynamic_out_main(xs: pl.Tensor[[NR, 1, W], pl.FP32], ws: pl.Tensor[[NR, 1, W], pl.FP32],
+                     ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]) -> pl.Tensor[[NR, 1, W], pl.FP32]:
+    for r in pl.range(pld.world_size()):
+        add_chip(xs[r], ws[r], ys[r], device=r)
+    return ys

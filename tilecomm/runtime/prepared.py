@@ -229,6 +229,7 @@ class DistributedWorker:
 
     def _prepare_call(self, compiled, args):
         """Check a call before it is queued or run: (executable, args)."""
+        args = compiled.complete_args(args)     # return style: outputs allocated
         if any(isinstance(a, (DeviceTensor, StackedDeviceTensor)) for a in args):
             self._check_device_arguments(compiled, args)
         exe = compiled.specialise(args)
