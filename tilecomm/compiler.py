@@ -299,6 +299,51 @@ class CompiledProgram:
         return launch(exe, list(args), cfg)
 
 
+class CompiledPrograms:
+    """A ``@pl.program`` with several HOST orchestrators: ``compiled["name"]`` is
+    the program of one of them; a worker prepared from it serves them all."""
+
+    def __init__(self, name: str, programs: dict):
+        self.name = name
+        self.programs = programs
+
+    def names(self) -> list:
+        return list(self.programs)
+
+    def __getitem__(self, name) -> CompiledProgram:
+        try:
+            return self.programs[name]
+        except (KeyError, TypeError):
+            raise KeyError(f"{self.name} has no orchestration function {name!r}; its "
+                           f"orchestration functions are {self.names()}") from None
+
+    def __iter__(self):
+        return iter(self.programs.values())
+
+    def __len__(self):
+        return len(self.programs)
+
+    @property
+    def config(self) -> RunConfig:
+        return next(iter(self.programs.values())).config
+
+    def _ambiguous(self, what):
+        return ArgumentError(f"{self.name} has several orchestration functions {self.names()}: "
+                             f"{what} is ambiguous; name one: compiled[{self.names()[0]!r}]",
+                             code="TC424")
+
+    def __call__(self, *args, config=None):
+        raise self._ambiguous("calling the program")
+
+    def specialise(self, args):
+        raise self._ambiguous("specialising the program")
+
+    def prepare(self, config=None, **options) -> DistributedWorker:
+        """One worker for every orchestration function (dispatch with
+        ``rt.run(compiled["name"], ...)``)."""
+        return DistributedWorker(list(self.programs.values()), config, **options)
+
+
 def compile_function(kfn: KernelFunction, args, config=None) -> CompiledProgram:
     """``fn.compile(*args, config=)``: the program of a @pl.jit.host function for
     ``config`` (cached on the function); specialised for ``args`` when given."""
@@ -324,6 +369,12 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
                       cache_dir=output_dir or cfg.cache_dir)
     if isinstance(program, ProgramClass):
         ns = SelfNamespace(program.cls, program.functions)
+        if program.entry is None:              # several HOST orchestrators: one per name
+            return CompiledPrograms(program.cls.__name__, {
+                name: CompiledProgram(fn, config=cfg, self_ns=ns,
+                                      output_dir=os.path.join(output_dir, name)
+                                      if output_dir else None).precheck()
+                for name, fn in program.entries.items()})
         cp = CompiledProgram(program.entry, config=cfg, self_ns=ns, output_dir=output_dir)
         return cp.precheck()
     if isinstance(program, KernelFunction):
@@ -332,4 +383,4 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
                     f"function; got {program!r}")
 
 
-__all__ = ["CompiledProgram", "arg_type", "compile", "compile_function", "make_executable"]
+__all__ = ["CompiledProgram", "CompiledPrograms", "arg_type", "compile", "compile_function", "make_executable"]

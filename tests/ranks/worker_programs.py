@@ -185,3 +185,31 @@ def dynamic_out_main(xs: pl.Tensor[[NR, 1, W], pl.FP32], ws: pl.Tensor[[NR, 1, W
     for r in pl.range(pld.world_size()):
         add_chip(xs[r], ws[r], ys[r], device=r)
     return ys
+
+
+# ---- a class-form program with two orchestration functions sharing a kernel
+@pl.program
+class TwoEntries:
+    @pl.function(type=pl.FunctionType.InCore)
+    def double(self, x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]]
+               ) -> pl.Tensor[[1, W], pl.FP32]:
+        t = pl.load(x, [0, 0], [1, W])
+        y = pl.store(pl.add(t, t), [0, 0], y)
+        return y
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip(self, x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]]):
+        return self.double(x, y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def forward(self, xs: pl.Tensor[[NR, 1, W], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+        for r in pl.range(pld.world_size()):
+            self.chip(xs[r], ys[r], device=r)
+        return ys
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def backward(self, xs: pl.Tensor[[NR, 1, W], pl.FP32],
+                 ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+        for r in pl.range(pld.world_size()):       # each rank doubles its neighbour's row
+            self.chip(xs[(r + 1) % pld.world_size()], ys[r], device=r)
+        return ys

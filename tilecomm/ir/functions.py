@@ -73,12 +73,13 @@ class ProgramClass:
                 continue
             kind = kind_of(*spec, name=f"{cls.__name__}.{name}")
             self.functions[name] = KernelFunction(member, kind, is_method=True, driver=driver)
-        hosts = [f for f in self.functions.values() if f.kind == HOST]
-        if len(hosts) != 1:
-            raise TypeError(f"@pl.program {cls.__name__} needs exactly one "
+        # HOST orchestrators: each is an entry a call can name (compiled["name"])
+        self.entries = {n: f for n, f in self.functions.items() if f.kind == HOST}
+        if not self.entries:
+            raise TypeError(f"@pl.program {cls.__name__} needs a "
                             f"@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator) "
-                            f"entry; found {len(hosts)}")
-        self.entry = hosts[0]
+                            f"entry; found none")
+        self.entry = next(iter(self.entries.values())) if len(self.entries) == 1 else None
 
     def __repr__(self):
         return f"<tilecomm program {self.cls.__name__}>"

@@ -51,6 +51,9 @@ def _programs(compiled_or_list, extra_compiled) -> list:
     else:
         progs = [compiled_or_list]
     progs += list(extra_compiled or ())
+    # a program with several orchestration functions brings each of them
+    progs = [q for p in progs for q in (p if hasattr(p, "programs") and
+                                        hasattr(p, "names") else [p])]
     if not progs:
         raise ConfigError("DistributedWorker requires at least one compiled program",
                           code="TC417")
