@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import dtypes as D
-from .errors import ArgumentError, ProgramValueError
+from .errors import ArgumentError, ConfigError, ProgramValueError
 from .analysis import compute_facts
 from .analysis.tasks import annotate as annotate_tasks
 from .frontend import source as source_mod
@@ -23,6 +23,7 @@ from .frontend.builder import ProgramBuilder
 from .frontend.resolve import SelfNamespace
 from .ir.annotations import annotation_type
 from .ir.functions import KernelFunction, ProgramClass
+from .ir.kinds import SUBWORKER
 from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
 from .runtime.config import RunConfig
@@ -31,6 +32,7 @@ from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelIma
 from .runtime.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.launch import launch
 from .runtime.prepared import DistributedWorker
+from .runtime.subworkers import unbound_message
 from .verify import verify
 
 
@@ -64,7 +66,7 @@ def _notify_sources(notifiers: dict) -> str:
                      for f, ds in by_fn.items())
 
 
-def make_executable(prog, facts, lowered, config) -> Executable:
+def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> Executable:
     """Package verified IR and its lowering as the runtime's plain data."""
     functions = {name: FunctionInfo(name, fn.py_name, fn.kind)
                  for name, fn in prog.functions.items()}
@@ -84,9 +86,11 @@ def make_executable(prog, facts, lowered, config) -> Executable:
     directions = {
         name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
         for name, fn in prog.functions.items()}
+    subs = {name: (fn.py_fn.__name__, fn.py_fn, fn.py_fn in abstract_subs)
+            for name, fn in prog.functions.items() if fn.kind == SUBWORKER}
     return Executable(prog=ProgramInfo(functions, buffers, prog.world), lowered=lowered,
                       config=config, entry=lowered.namespace[f"f_{prog.entry.name}"],
-                      image=image, directions=directions, ir=prog)
+                      image=image, directions=directions, ir=prog, sub_workers=subs)
 
 
 def _default_output_dir(entry, config) -> str:
@@ -120,8 +124,10 @@ def _zeros(shape, dtype, like_torch: bool):
 class CompiledProgram:
     """A program compiled for one RunConfig; call it with host tensors."""
 
-    def __init__(self, entry, *, config: RunConfig, self_ns=None, output_dir=None):
+    def __init__(self, entry, *, config: RunConfig, self_ns=None, output_dir=None,
+                 sub_workers=None):
         self.key = next(_PROGRAM_KEYS)     # persistent windows are kept per program
+        self._sub_workers = dict(sub_workers or {})
         self.entry = entry
         self.config = config
         self.self_ns = self_ns
@@ -227,7 +233,9 @@ class CompiledProgram:
             prog, facts = self._build(list(types))
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
-            exe = make_executable(prog, facts, lowered, self.config)
+            abstract = frozenset(f.fn for f in self.sub_workers.values()
+                                 if f.requires_runtime_binding)
+            exe = make_executable(prog, facts, lowered, self.config, abstract)
             exe.program_key = self.key
             self._cache[key] = exe
         return exe
@@ -262,9 +270,14 @@ class CompiledProgram:
         return [v for v in self._cache.values() if isinstance(v, Executable)]
 
     @property
-    def sub_workers(self) -> tuple:
-        """Names of the program's SubWorker functions (callbacks bind to them)."""
-        return ()
+    def sub_workers(self) -> dict:
+        """The program's SubWorker functions by name (callbacks bind to them)."""
+        return dict(self._sub_workers)
+
+    @property
+    def num_sub_workers(self) -> int:
+        """DistributedConfig.num_sub_workers, at least the SubWorkers declared."""
+        return max(self.config.dist.num_sub_workers, len(self._sub_workers))
 
     def prepare(self, *args, config=None, extra_compiled=(), persistent=False,
                 reset_persistent_windows=None, callbacks=None, sub_worker_overrides=None,
@@ -295,6 +308,10 @@ class CompiledProgram:
                                     "prepared worker; call it through that worker "
                                     "(rt(...) / rt.run(compiled, ...))", code="TC414")
         exe = self.specialise(args)
+        unbound = [n for n, f in self._sub_workers.items() if f.requires_runtime_binding]
+        if unbound:
+            raise ConfigError(unbound_message(unbound).replace("prepare()", "prepare(); a "
+                              "one-shot call cannot bind them"), code="TC425")
         cfg = config or self.config
         return launch(exe, list(args), cfg)
 
@@ -373,9 +390,11 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
             return CompiledPrograms(program.cls.__name__, {
                 name: CompiledProgram(fn, config=cfg, self_ns=ns,
                                       output_dir=os.path.join(output_dir, name)
-                                      if output_dir else None).precheck()
+                                      if output_dir else None,
+                                      sub_workers=program.sub_workers).precheck()
                 for name, fn in program.entries.items()})
-        cp = CompiledProgram(program.entry, config=cfg, self_ns=ns, output_dir=output_dir)
+        cp = CompiledProgram(program.entry, config=cfg, self_ns=ns, output_dir=output_dir,
+                             sub_workers=program.sub_workers)
         return cp.precheck()
     if isinstance(program, KernelFunction):
         return program.compile(config=cfg)

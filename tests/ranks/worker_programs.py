@@ -213,3 +213,40 @@ class TwoEntries:
         for r in pl.range(pld.world_size()):       # each rank doubles its neighbour's row
             self.chip(xs[(r + 1) % pld.world_size()], ys[r], device=r)
         return ys
+
+
+# ---- HOST SubWorkers: Python in the controller between dispatches
+@pl.program
+class WithSubWorkers:
+    @pl.function(type=pl.FunctionType.InCore)
+    def twice(self, x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]]
+              ) -> pl.Tensor[[1, W], pl.FP32]:
+        t = pl.load(x, [0, 0], [1, W])
+        y = pl.store(pl.add(t, t), [0, 0], y)
+        return y
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip(self, x: pl.Tensor[[1, W], pl.FP32], y: pl.Out[pl.Tensor[[1, W], pl.FP32]]):
+        return self.twice(x, y)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)
+    def total(doubled: pl.Tensor[[NR, 1, W], pl.FP32], out: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+        # real Python on the host tensors: every row becomes the sum of all rows
+        out[:] = doubled.sum(axis=0)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)
+    def inspect(values: pl.Tensor[[NR, 1, W], pl.FP32]):
+        """Bound at prepare(callbacks={"inspect": fn})."""
+        ...
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def main(self, xs: pl.Tensor[[NR, 1, W], pl.FP32], mid: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]],
+             summed: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]],
+             ys: pl.Out[pl.Tensor[[NR, 1, W], pl.FP32]]):
+        for r in pl.range(pld.world_size()):
+            self.chip(xs[r], mid[r], device=r)
+        self.total(mid, summed)              # after every rank's dispatch wrote mid
+        self.inspect(summed)
+        for r in pl.range(pld.world_size()):
+            self.chip(summed[r], ys[r], device=r)
+        return ys

@@ -86,7 +86,7 @@ class Executable:
     the program tables."""
 
     def __init__(self, *, prog: ProgramInfo, lowered, config, entry, image: KernelImage,
-                 directions: dict, ir=None, program_key=None):
+                 directions: dict, ir=None, program_key=None, sub_workers=None):
         self.prog = prog
         self.lowered = lowered          # .source, .filename, .linemap of the lowered module
         self.config = config
@@ -97,6 +97,9 @@ class Executable:
         self.ir = ir                    # the verified IR it came from (for tools; opaque here)
         # which program this specialises (persistent windows are kept per program)
         self.program_key = program_key
+        # SubWorker function -> (its Python name, its Python function, whether
+        # its body is only ``...`` and a callback must be bound)
+        self.sub_workers = dict(sub_workers or {})
 
     def span(self, loc):
         return self.image.span(loc)

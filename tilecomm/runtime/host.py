@@ -13,11 +13,12 @@ import math
 
 import numpy as np
 
-from ..errors import RuntimeFault
+from ..errors import ConfigError, RuntimeFault
 from ..ir.types import INOUT, OUT
 from .collective_calls import HostCollectives
 from .kernel_ops import KernelOps
 from .messages import Dispatch
+from .subworkers import unbound_message, wait_dispatches
 from .values import HostRef, WindowBuffer, WindowRef, address
 
 
@@ -183,6 +184,35 @@ class HostRuntime(KernelOps, HostCollectives):
         if isinstance(ret, tuple):
             return tuple(args[i] if i is not None else None for i in ret)
         return args[ret] if isinstance(ret, int) else None
+
+    # ---------------------------------------------------------------- SubWorkers
+    def sub_worker(self, fname, args, loc):
+        """Run a SubWorker in this (the controller's) process once every
+        dispatch sent so far that touches one of its tensors completed."""
+        py_name, body, abstract = self.call.executable.sub_workers[fname]
+        values, deps = [], {}
+        for a in args:
+            if isinstance(a, HostTensor):
+                lo, hi = a.byte_range()
+                for (r, s, l2, h2, _) in self._access.get(a.segment.name, ()):
+                    if l2 < hi and lo < h2 and deps.get(r, 0) < s:
+                        deps[r] = s          # read after write, and write after read
+                values.append(a.array)
+            elif isinstance(a, (int, float, bool, np.integer, np.floating)):
+                values.append(a)
+            else:
+                raise RuntimeFault(f"SubWorker {py_name} takes host tensors and scalars; got "
+                                   f"{type(a).__name__}", code="TC503")
+        self.call.flush()                    # what it waits for must have been sent
+        wait_dispatches(self.call, deps)
+        callback = self.call.callbacks.get(py_name)
+        if callback is not None:
+            callback(tuple(values))          # one positional argument: the argument list
+        elif abstract:
+            raise ConfigError(unbound_message([py_name]), code="TC425")
+        else:
+            body(*values)
+        return None
 
     def _track(self, t: HostTensor, device, seq, direction, deps):
         lo, hi = t.byte_range()

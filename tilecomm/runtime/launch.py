@@ -156,8 +156,9 @@ class Ranks:
 class Run:
     """One execution of the HOST orchestrator on a set of ranks."""
 
-    def __init__(self, ranks: Ranks, executable, config):
+    def __init__(self, ranks: Ranks, executable, config, callbacks=None):
         self.ranks = ranks
+        self.callbacks = callbacks or {}     # SubWorker name -> bound callback
         self.executable = executable
         self.config = config
         self.world = executable.world
@@ -233,12 +234,12 @@ def launch(executable, args: list, config):
         ranks.close()
 
 
-def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
+def execute(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None):
     """Run the HOST orchestrator once on ``ranks`` (started here if needed).
     On any failure the ranks are stopped: the caller decides whether to restart.
     ``last``: no run follows, so workers exit on their own once finished (their
     teardown then overlaps the controller's copy-back instead of following it)."""
-    run = Run(ranks, executable, config)
+    run = Run(ranks, executable, config, callbacks)
     try:
         ranks.know(executable.image)
         ranks.control.reset()

@@ -27,7 +27,6 @@ import math
 import os
 import queue
 import threading
-import warnings
 import weakref
 
 from ..errors import ArgumentError, ConfigError, RuntimeFault
@@ -37,6 +36,7 @@ from .executable import to_numpy
 from .device_tensors import DeviceTensor, ResidentMemory, StackedDeviceTensor
 from .handles import DistributedRunHandle, RegistrationHandle
 from .launch import Ranks, execute, next_id
+from .subworkers import bind_callbacks
 
 _OPEN: "weakref.WeakSet[DistributedWorker]" = weakref.WeakSet()
 IN_FLIGHT = 2            # submitted calls that may be queued or running at once
@@ -77,25 +77,6 @@ def _programs(compiled_or_list, extra_compiled) -> list:
     return unique
 
 
-def _check_callbacks(programs, callbacks, overrides) -> dict:
-    """Merge ``sub_worker_overrides`` (deprecated) into ``callbacks`` and check
-    every name is a SubWorker of a registered program."""
-    merged = {}
-    if overrides:
-        warnings.warn("sub_worker_overrides= is deprecated; pass callbacks= instead",
-                      DeprecationWarning, stacklevel=4)
-        merged.update(dict(overrides))
-    if callbacks:
-        merged.update(dict(callbacks))   # callbacks win on a collision
-    available = sorted({n for p in programs for n in getattr(p, "sub_workers", ())})
-    unknown = sorted(n for n in merged if n not in available)
-    if unknown:
-        where = "any prepared program" if len(programs) > 1 else "this program"
-        raise ConfigError(f"callbacks names {unknown} are not sub-workers of {where}. "
-                          f"Available sub-workers: {available}", code="TC423")
-    return merged
-
-
 class DistributedWorker:
     """Ranks kept alive across calls of one or more compiled programs."""
 
@@ -113,7 +94,7 @@ class DistributedWorker:
                 or not math.isfinite(startup_timeout_s) or startup_timeout_s <= 0):
             raise ConfigError(f"startup_timeout_s must be None or a finite number > 0, got "
                               f"{startup_timeout_s!r}", code="TC417")
-        self.callbacks = _check_callbacks(self._programs, callbacks, sub_worker_overrides)
+        self.callbacks = bind_callbacks(self._programs, callbacks, sub_worker_overrides)
         self.persistent = bool(persistent)
         self.reset_persistent_windows = (self.persistent if reset_persistent_windows is None
                                          else bool(reset_persistent_windows))
@@ -268,7 +249,8 @@ class DistributedWorker:
                 self._start()
             ranks = self._ranks
             try:
-                return execute(ranks, exe, args, self._run_config(exe, config))
+                return execute(ranks, exe, args, self._run_config(exe, config),
+                               callbacks=self.callbacks)
             except BaseException:
                 ranks.close()           # already killed by execute: drop the husk
                 if self._ranks is ranks:

@@ -112,7 +112,7 @@ class _TaskBlocked(WaitHooks):
 
 
 class Scheduler:
-    def __init__(self, rc, cores: int, aborted_exc):
+    def __init__(self, rc, cores: int, aborted_exc, task_window: int | None = None):
         self.rc = rc
         self.cores = cores
         self.aborted_exc = aborted_exc
@@ -146,7 +146,7 @@ class Scheduler:
         self.watchers: list = []
         # RunConfig.ring_task_window: tasks in flight at most; a submission
         # beyond it waits (asleep, as an idle agent) for one to complete
-        self.window = rc.config.resolved_task_window()
+        self.window = task_window
 
     # ------------------------------------------------------------ dispatches
     def begin(self):
