@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
+import pickle
+import warnings
 import os
 from dataclasses import replace
 
@@ -29,6 +31,7 @@ from .lower.codegen import lower_program
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
+from .runtime import builds
 from .runtime.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.launch import launch
 from .runtime.prepared import DistributedWorker
@@ -238,7 +241,15 @@ class CompiledProgram:
             exe = make_executable(prog, facts, lowered, self.config, abstract)
             exe.program_key = self.key
             self._cache[key] = exe
+            try:                               # kept for from_dir(); a run does not need it
+                builds.save(self.output_dir, self.entry.fn.__name__, builds.signature(args), exe,
+                            names)
+            except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
+                warnings.warn(f"build not saved under {self.output_dir}: {e}", RuntimeWarning,
+                              stacklevel=2)
         return exe
+
+    from_dir = staticmethod(builds.from_dir)
 
     def lowered(self, *args):
         """The lowered Python of this program for these arguments: ``.source``,
@@ -397,7 +408,10 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
                              sub_workers=program.sub_workers)
         return cp.precheck()
     if isinstance(program, KernelFunction):
-        return program.compile(config=cfg)
+        cp = program.compile(config=cfg)
+        if output_dir:                         # its own config (cache_dir), its own program
+            cp.output_dir = output_dir
+        return cp
     raise TypeError(f"tilecomm.ir.compile expects a @pl.program class or a @pl.jit.host "
                     f"function; got {program!r}")
 

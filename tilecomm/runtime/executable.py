@@ -46,6 +46,11 @@ class ProgramInfo:
     world: int
 
 
+def fresh_image_key() -> int:
+    """A key no image of this process has (a reloaded image gets one)."""
+    return next(_IMAGE_KEYS)
+
+
 class KernelImage:
     """What a rank needs to run one specialisation: the lowered source and the
     tables that go with it.  Forked workers inherit it; a worker started before
