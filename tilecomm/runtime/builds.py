@@ -166,7 +166,14 @@ class LoadedProgram:
         return tuple(args)
 
     def _any(self) -> Executable:
-        return self._load(next(iter(self.meta["specialisations"])))
+        """Any loadable specialisation (for the entry's parameter names)."""
+        error = None
+        for key in self.meta["specialisations"]:
+            try:
+                return self._load(key)
+            except (OSError, pickle.UnpicklingError, KeyError) as e:
+                error = e                  # a stale record: try the next
+        raise FileNotFoundError(f"no loadable build record in {self.output_dir!r}: {error}")
 
     def _load(self, key) -> Executable:
         exe = self._cache.get(key)
