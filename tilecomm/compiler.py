@@ -101,7 +101,9 @@ def _default_output_dir(entry, config) -> str:
     output_dir=)`` names a place: one directory per program under the cache,
     keyed by the defining file and name so two programs never share one."""
     fn = entry.fn
-    ident = f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}"
+    # a build is for one world size and platform: each gets its own directory
+    ident = (f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}:{config.dist.world_size}:"
+             f"{config.platform}")
     digest = hashlib.sha1(ident.encode()).hexdigest()[:12]
     return os.path.join(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
 

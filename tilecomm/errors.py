@@ -211,6 +211,7 @@ CODES = {
     "TC421": "invalid run-handle timeout",
     "TC422": "return-style call cannot allocate an output with dynamic dimensions",
     "TC423": "callbacks name no SubWorker of the prepared programs",
+    "TC426": "a submitted call stopped by the failure of another call in flight",
     "TC425": "a SubWorker declared with a `...` body has no callback bound",
     "TC424": "a program with several orchestration functions called without naming one",
     "TC501": "peer out of range (runtime)",

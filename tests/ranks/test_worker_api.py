@@ -9,7 +9,7 @@ from tilecomm.errors import ArgumentError, ConfigError, RuntimeFault
 from tilecomm.runtime import (DeviceTensor, DistributedRunHandle, DistributedWorker,
                               RegistrationHandle, StackedDeviceTensor)
 from conftest import WORLD_SIZES, children, config_for
-from worker_programs import accumulate_main, add_main, add_on, decode, prefill
+from worker_programs import accumulate_main, add_main, add_on, decode, prefill, relay_main
 
 W = 8
 
@@ -353,3 +353,49 @@ def test_prefill_and_decode_share_a_kv_cache_on_one_worker(n):
         cache = np.zeros_like(xs)
         rt.copy_stacked_from(kv, cache)
         np.testing.assert_array_equal(cache, 2 * xs)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_submitted_calls_on_kept_windows_are_in_flight_together(n):
+    # the first call can only finish once the second one runs on the last rank:
+    # proof that the second was sent before the first finished
+    ys = np.zeros((n, 1, 1), np.int32)
+    compiled = relay_main.compile(ys, 1, 1, config=config_for(n))
+    with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
+        first, second = np.zeros_like(ys), np.zeros_like(ys)
+        h1 = rt.submit(compiled, first, 0, 1)        # rank 0 waits for a count of 1
+        h2 = rt.submit(compiled, second, 1, 1)       # the last rank adds it
+        h1.result(timeout=30)
+        h2.result(timeout=30)
+        assert first[0, 0, 0] == 1 and second[0, 0, 0] == 1
+        rt(first, 1, 2)                              # blocking calls after them still work
+        assert first[0, 0, 0] == 2
+
+
+def test_zeroed_windows_run_submitted_calls_one_after_another():
+    n = 2
+    ys = np.zeros((n, 1, 1), np.int32)
+    compiled = relay_main.compile(ys, 1, 1, config=config_for(n))
+    with compiled.prepare(persistent=True) as rt:   # zeroing needs idle ranks: no overlap
+        h1 = rt.submit(compiled, np.zeros_like(ys), 0, 1)
+        h2 = rt.submit(compiled, np.zeros_like(ys), 1, 1)
+        with pytest.raises(Exception, match="(?i)deadlock"):
+            h1.result(timeout=30)
+        h2.result(timeout=30)                        # on restarted ranks
+
+
+def test_a_failure_stops_the_pipelined_call_behind_it():
+    n = 2
+    ys = np.zeros((n, 1, 1), np.int32)
+    compiled = relay_main.compile(ys, 1, 1, config=config_for(n))
+    with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
+        h1 = rt.submit(compiled, np.zeros_like(ys), 0, 5)   # never reaches 5: deadlock
+        h2 = rt.submit(compiled, np.zeros_like(ys), 0, 0)
+        with pytest.raises(Exception, match="(?i)deadlock"):
+            h1.result(timeout=30)
+        with pytest.raises(RuntimeFault, match="another call") as ei:
+            h2.result(timeout=30)
+        assert ei.value.code == "TC426"
+        out = np.zeros_like(ys)
+        rt(out, 1, 1)                                # new ranks, fresh windows
+        assert out[0, 0, 0] == 1

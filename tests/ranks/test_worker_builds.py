@@ -8,6 +8,8 @@ import textwrap
 import numpy as np
 import pytest
 
+import tilecomm
+
 from tilecomm.compiler import CompiledProgram
 from tilecomm.runtime import DistributedConfig
 from tilecomm.runtime.builds import execute_distributed_compiled
@@ -88,7 +90,9 @@ def test_reload_errors(tmp_path):
         CompiledProgram.from_dir(str(tmp_path))
     n = 2
     xs, ws, ys = (np.full((n, 1, 8), v, np.float32) for v in (1, 2, 0))
-    built = add_main.compile(xs, ws, ys, config=config_for(n))
+    built = tilecomm.ir.compile(add_main, str(tmp_path / "add"),
+                                distributed_config=config_for(n).distributed_config)
+    built.specialise((xs, ws, ys))
     with pytest.raises(ValueError, match="is for 2 rank") as ei:
         CompiledProgram.from_dir(built.output_dir, distributed_config=DistributedConfig([0]))
     assert ei.value.code == "TC401"

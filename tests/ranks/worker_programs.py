@@ -250,3 +250,36 @@ class WithSubWorkers:
         for r in pl.range(pld.world_size()):
             self.chip(summed[r], ys[r], device=r)
         return ys
+
+
+# ---- a call that only a later call can release: rank 0 waits for a count that
+# the last rank adds in the call where ``send`` is 1
+@pl.jit.incore
+def relay_kernel(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
+                 y: pl.Out[pl.Tensor[[1, 1], pl.INT32]], send: pl.Scalar[pl.INT32],
+                 expected: pl.Scalar[pl.INT32]) -> pl.Tensor[[1, 1], pl.INT32]:
+    me = pld.rank(pld.get_comm_ctx(sig))
+    n = pld.nranks(pld.get_comm_ctx(sig))
+    if me == n - 1:
+        if send == 1:
+            pld.system.notify(sig, 0, [0, 0], 1, op=pld.NotifyOp.AtomicAdd)
+    if me == 0:
+        pld.system.wait(sig, [0, 0], expected, cmp=pld.WaitCmp.Ge)
+    y = pl.store(pl.load(sig, [0, 0], [1, 1]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def relay_chip(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
+               y: pl.Out[pl.Tensor[[1, 1], pl.INT32]], send: pl.Scalar[pl.INT32],
+               expected: pl.Scalar[pl.INT32]):
+    return relay_kernel(sig, y, send, expected)
+
+
+@pl.jit.host
+def relay_main(ys: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]], send: pl.Scalar[pl.INT32],
+               expected: pl.Scalar[pl.INT32]):
+    buf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        relay_chip(pld.window(buf, [1, 1], dtype=pl.INT32), ys[r], send, expected, device=r)
+    return ys

@@ -14,6 +14,8 @@ keeps its ranks).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..errors import ArgumentError
@@ -116,19 +118,23 @@ class ArgumentPool:
         self._new_segment = new_segment
         self._free: dict[int, list] = {}
         self.size = 0
+        # a pipelined call takes segments while the one before gives its back
+        self._lock = threading.Lock()
 
     def take(self, nbytes: int):
-        free = self._free.get(nbytes)
-        if free:
-            return free.pop()
-        if self.size >= self.CAPACITY:
-            return None
-        self.size += 1
+        with self._lock:
+            free = self._free.get(nbytes)
+            if free:
+                return free.pop()
+            if self.size >= self.CAPACITY:
+                return None
+            self.size += 1
         return self._new_segment(nbytes)
 
     def give_back(self, segments) -> None:
-        for seg in segments:
-            self._free.setdefault(seg.size, []).append(seg)
+        with self._lock:
+            for seg in segments:
+                self._free.setdefault(seg.size, []).append(seg)
 
 
 class HostSegments:

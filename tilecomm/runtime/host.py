@@ -73,8 +73,13 @@ class HostRuntime(KernelOps, HostCollectives):
         self.call = call
         self.world = call.world
         self._rr = 0
-        self._seq = [0] * call.world
+        self._seq = list(call.ranks.seq)    # dispatch numbers continue across runs
         self._access: dict = {}      # segment name -> list of (rank, seq, lo, hi, is_write)
+
+    @property
+    def seq(self) -> list:
+        """Each rank's last dispatch number so far."""
+        return list(self._seq)
 
     # ---------------------------------------------------------------- values
     def world_size(self):

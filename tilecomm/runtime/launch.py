@@ -67,6 +67,11 @@ class Ranks:
         self.transport_name = config.resolved_transport()
         self.launcher = ForkLauncher(world)
         self.control = self.transport = None
+        # each rank's last dispatch number: runs continue the count, so a
+        # published progress value of an earlier run never satisfies a later wait
+        self.seq = [0] * world
+        self.failed = False                 # a run failed: these ranks were stopped
+        self._closed = False
         # persistent comm domains (prepare(persistent=True)): None = fresh per run
         self.persistent: PersistentDomains | None = None
         # a prepared worker's argument segments, reused across runs
@@ -138,6 +143,9 @@ class Ranks:
         return self.launcher.stop(0.0)
 
     def close(self, graceful: bool = False):
+        if self._closed:                    # a failure may reach it from two threads
+            return
+        self._closed = True
         try:
             if graceful and self.started:
                 for r in range(self.world):
@@ -169,6 +177,7 @@ class Run:
         self.done: set = set()
         self._outbox: list = [[] for _ in range(ranks.world)]
         self._pooled: list = []
+        self.outcome = None                 # what finish() needs, once begin() succeeded
 
     def argument_segment(self, nbytes: int):
         """A segment for a host tensor argument: from the ranks' pool if they
@@ -235,16 +244,27 @@ def launch(executable, args: list, config):
 
 
 def execute(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None):
-    """Run the HOST orchestrator once on ``ranks`` (started here if needed).
-    On any failure the ranks are stopped: the caller decides whether to restart.
-    ``last``: no run follows, so workers exit on their own once finished (their
-    teardown then overlaps the controller's copy-back instead of following it)."""
+    """Run the HOST orchestrator once on ``ranks`` (started here if needed) and
+    wait for the ranks to finish.  On any failure the ranks are stopped: the
+    caller decides whether to restart.  ``last``: no run follows, so workers
+    exit on their own once finished (their teardown then overlaps the
+    controller's copy-back instead of following it)."""
+    return finish(begin(ranks, executable, args, config, last=last, callbacks=callbacks))
+
+
+def begin(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,
+          idle: bool = True) -> Run:
+    """The first half of a run: the HOST orchestrator runs and every dispatch
+    is sent.  ``idle``: no earlier run is still in flight on these ranks, so
+    the control block is reset and persistent windows are zeroed (a pipelined
+    run passes False: both need every rank idle)."""
     run = Run(ranks, executable, config, callbacks)
     try:
         ranks.know(executable.image)
-        ranks.control.reset()
-        if ranks.persistent is not None and ranks.persistent.reset:
-            ranks.persistent.zero()        # every rank is idle between runs
+        if idle:
+            ranks.control.reset()
+            if ranks.persistent is not None and ranks.persistent.reset:
+                ranks.persistent.zero()    # every rank is idle between runs
         host_vals, copies = share_arguments(run, args, executable)   # outputs copied back
         if not ranks.started:
             ranks.start()
@@ -259,22 +279,44 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False, ca
         except Exception as e:             # the user's own host code raised: point at it
             hostfaults.locate(e, executable.lowered)
             raise
+        ranks.seq = hr.seq                 # dispatch numbers continue in the next run
         keep = ranks.persistent is not None
         for r in range(run.world):
             run.send(r, EndRun(keep))
             if last:
                 run.send(r, Shutdown())
         run.flush()
+        run.outcome = (result, args, host_vals, copies)
+        return run
+    except BaseException as e:
+        _fail(ranks, run, e)
+        raise
+
+
+def finish(run: Run):
+    """The second half: wait for every rank to finish the run, copy outputs
+    back, release the run's segments; the HOST orchestrator's result in the
+    caller's objects."""
+    ranks = run.ranks
+    try:
         monitor(run)
+        result, args, host_vals, copies = run.outcome
         copy_back(copies)
         return map_result(result, args, host_vals)
     except BaseException as e:
-        codes = ranks.abort(run)           # stop every rank before its segments go
-        if isinstance(e, TilecommError):
-            e.exit_codes = codes           # how each rank ended (messages.EXIT_*, -signal)
+        _fail(ranks, run, e)
         raise
     finally:
         run.release()
 
 
-__all__ = ["Ranks", "Run", "execute", "launch", "next_id"]
+def _fail(ranks: Ranks, run: Run, e: BaseException) -> None:
+    codes = ranks.abort(run)               # stop every rank before its segments go
+    ranks.failed = True
+    if isinstance(e, TilecommError):
+        e.exit_codes = codes               # how each rank ended (messages.EXIT_*, -signal)
+    if run.outcome is None:                # begin() failed: finish() will not release it
+        run.release()
+
+
+__all__ = ["Ranks", "Run", "begin", "execute", "finish", "launch", "next_id"]

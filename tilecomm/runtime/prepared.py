@@ -35,7 +35,7 @@ from .arguments import check_arguments
 from .executable import to_numpy
 from .device_tensors import DeviceTensor, ResidentMemory, StackedDeviceTensor
 from .handles import DistributedRunHandle, RegistrationHandle
-from .launch import Ranks, execute, next_id
+from .launch import Ranks, begin, execute, finish, next_id
 from .subworkers import bind_callbacks
 
 _OPEN: "weakref.WeakSet[DistributedWorker]" = weakref.WeakSet()
@@ -118,6 +118,7 @@ class DistributedWorker:
         self._admission = threading.Semaphore(IN_FLIGHT)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._pending: list = []         # submitted handles not yet finished, oldest first
+        self._sent = 0                   # pipelined calls sent and not yet finished
         self._pending_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         _OPEN.add(self)
@@ -203,8 +204,66 @@ class DistributedWorker:
         except BaseException:
             self._admission.release()
             raise
-        self._queue.put((handle, call, config))
+        if not self._pipelines(call[0]):
+            self._queue.put(("run", handle, call, config))
+            return handle
+        try:                            # sent now, while the call before may still run
+            run = self._begin(call, config)
+        except BaseException as e:      # kept for result(), as if it had run in the background
+            self._finished(handle, error=e)
+            return handle
+        self._queue.put(("finish", handle, run, None))
         return handle
+
+    def _pipelines(self, exe) -> bool:
+        """Whether a submitted call may be sent before the ones in flight
+        finished: only on kept persistent windows (zeroing them, and resetting
+        the control block, need every rank idle; fresh windows are released
+        by the transport per run) and without SubWorkers (they wait on the
+        ranks from the sending thread)."""
+        return self.persistent and not self.reset_persistent_windows and not exe.sub_workers
+
+    def _begin(self, call, config):
+        exe, args = call
+        with self._lock:
+            ranks = self._live_ranks()
+            with self._pending_lock:
+                idle = self._sent == 0
+                self._sent += 1
+            try:
+                return begin(ranks, exe, args, self._run_config(exe, config),
+                             callbacks=self.callbacks, idle=idle)
+            except BaseException:
+                with self._pending_lock:
+                    self._sent -= 1
+                self._drop(ranks)
+                raise
+
+    def _live_ranks(self) -> Ranks:
+        """The ranks, started afresh if none or a rank died while idle (under _lock).
+        While a pipelined call is in flight the ranks are not idle (a readable
+        channel is its Done, not a death): the monitor of that call watches them."""
+        with self._pending_lock:
+            idle = self._sent == 0
+        if self._ranks is not None and (self._ranks.failed or
+                                        idle and not self._ranks.alive()):
+            self._ranks.close()
+            self._ranks = None
+        if self._ranks is None:
+            self._start()
+        return self._ranks
+
+    def _drop(self, ranks) -> None:
+        """After a failure: the ranks were stopped by it; the next call starts new ones."""
+        ranks.close()
+        if self._ranks is ranks:
+            self._ranks = None
+
+    def _finished(self, handle, value=None, error=None) -> None:
+        handle._set(value, error)
+        with self._pending_lock:
+            self._pending.remove(handle)
+        self._admission.release()
 
     def register(self, compiled) -> RegistrationHandle:
         self._check_open("register")
@@ -242,19 +301,12 @@ class DistributedWorker:
         with self._lock:
             if not admitted:            # a submitted call runs even while close() drains
                 self._check_open("run")
-            if self._ranks is not None and not self._ranks.alive():
-                self._ranks.close()     # a rank died while idle: start afresh
-                self._ranks = None
-            if self._ranks is None:
-                self._start()
-            ranks = self._ranks
+            ranks = self._live_ranks()
             try:
                 return execute(ranks, exe, args, self._run_config(exe, config),
                                callbacks=self.callbacks)
             except BaseException:
-                ranks.close()           # already killed by execute: drop the husk
-                if self._ranks is ranks:
-                    self._ranks = None
+                self._drop(ranks)       # already killed by execute: drop the husk
                 raise
 
     @staticmethod
@@ -273,15 +325,33 @@ class DistributedWorker:
             item = self._queue.get()
             if item is None:
                 return
-            handle, call, config = item
+            kind, handle, what, config = item
+            value = error = None
             try:
-                handle._set(self._execute(call, config, admitted=True))
+                if kind == "run":
+                    value = self._execute(what, config, admitted=True)
+                else:
+                    value = self._finish(what)
             except BaseException as e:  # kept for result(); the next call restarts ranks
-                handle._set(error=e)
-            finally:
-                with self._pending_lock:
-                    self._pending.remove(handle)
-                self._admission.release()
+                error = e
+            self._finished(handle, value, error)
+
+    def _finish(self, run):
+        """The second half of a pipelined call, in submission order."""
+        try:
+            if run.ranks.failed:        # stopped under it by a failure of another call
+                run.release()
+                raise RuntimeFault("the call was stopped: another call on this DistributedWorker "
+                                   "failed while it was in flight", code="TC426")
+            try:
+                return finish(run)
+            except BaseException:
+                with self._lock:
+                    self._drop(run.ranks)
+                raise
+        finally:
+            with self._pending_lock:
+                self._sent -= 1
 
     def _drain(self, timeout=None) -> None:
         """Wait until every submitted call has finished."""
