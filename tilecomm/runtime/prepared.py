@@ -219,9 +219,12 @@ class DistributedWorker:
         """Whether a submitted call may be sent before the ones in flight
         finished: only on kept persistent windows (zeroing them, and resetting
         the control block, need every rank idle; fresh windows are released
-        by the transport per run) and without SubWorkers (they wait on the
-        ranks from the sending thread)."""
-        return self.persistent and not self.reset_persistent_windows and not exe.sub_workers
+        by the transport per run), without SubWorkers (they wait on the
+        ranks from the sending thread), and on a single-program worker: the
+        per-buffer collective counts are reset between runs unless pipelined,
+        and only one program's runs keep them equal across a domain's members."""
+        return (self.persistent and not self.reset_persistent_windows and not exe.sub_workers
+                and len(self._programs) == 1)
 
     def _begin(self, call, config):
         exe, args = call
