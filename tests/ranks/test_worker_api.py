@@ -399,3 +399,22 @@ def test_a_failure_stops_the_pipelined_call_behind_it():
         out = np.zeros_like(ys)
         rt(out, 1, 1)                                # new ranks, fresh windows
         assert out[0, 0, 0] == 1
+
+
+def test_argument_kinds_are_type_errors_before_the_ranks_are_touched():
+    prog = _add_program(2)
+    xs, ys = _data(2)
+    with prog.prepare() as rt:
+        pids = children()
+        with pytest.raises(TypeError, match="parameter 'ws': expected a numpy array") as ei:
+            rt(xs, "weights", ys)
+        assert ei.value.code == "TC411"
+        with pytest.raises(TypeError, match="parameter 'ws' expects a tensor; got a scalar"):
+            rt(xs, 1.0, ys)
+        with pytest.raises(TypeError, match="takes a StackedDeviceTensor, got DeviceTensor"):
+            rt.free_stacked_tensor(rt.alloc_tensor([1], np.float32))
+        with pytest.raises(TypeError, match="takes a DeviceTensor, got ndarray"):
+            rt.free_tensor(xs)
+        assert children() == pids                    # refused calls keep the ranks
+        rt(xs, xs, ys)
+        np.testing.assert_array_equal(ys, 2 * xs)

@@ -377,9 +377,12 @@ class DistributedWorker:
     def free_tensor(self, t, *, worker_id=0) -> None:
         """Free a device tensor of this worker; idempotent."""
         self._check_open("free_tensor")
-        if not isinstance(t, DeviceTensor) or t._owner is not self:
-            raise ConfigError("free_tensor takes a DeviceTensor allocated by this worker",
-                              code="TC418")
+        if not isinstance(t, DeviceTensor):
+            raise ArgumentError(f"free_tensor takes a DeviceTensor, got {type(t).__name__}",
+                                code="TC418")
+        if t._owner is not self:
+            raise ConfigError("free_tensor: the DeviceTensor was allocated by another "
+                              "DistributedWorker", code="TC418")
         if t.worker_id != worker_id:
             raise ConfigError(f"free_tensor: the tensor lives on worker {t.worker_id}, not "
                               f"worker {worker_id}", code="TC418")
@@ -412,9 +415,12 @@ class DistributedWorker:
             from_host[i] = shard.array()
 
     def _own_stacked(self, s, op):
-        if not isinstance(s, StackedDeviceTensor) or s._owner is not self:
-            raise ConfigError(f"{op} takes a StackedDeviceTensor allocated by this worker",
-                              code="TC418")
+        if not isinstance(s, StackedDeviceTensor):
+            raise ArgumentError(f"{op} takes a StackedDeviceTensor, got {type(s).__name__}",
+                                code="TC418")
+        if s._owner is not self:
+            raise ConfigError(f"{op}: the StackedDeviceTensor was allocated by another "
+                              f"DistributedWorker", code="TC418")
 
     def malloc(self, nbytes, *, worker_id=0) -> int:
         """``nbytes`` of zero-filled resident memory on worker ``worker_id``;
