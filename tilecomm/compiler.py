@@ -176,8 +176,12 @@ class CompiledProgram:
         return False
 
     def _param_names(self) -> list:
-        src = source_mod.load(self.entry.fn)
-        return [a.arg for a in src.tree.args.args][(1 if self.entry.is_method else 0):]
+        names = self.__dict__.get("_names")
+        if names is None:                  # read on every call: parsed once
+            src = source_mod.load(self.entry.fn)
+            names = self._names = [a.arg for a in src.tree.args.args][
+                (1 if self.entry.is_method else 0):]
+        return names
 
     @property
     def returns_outputs(self) -> bool:

@@ -39,9 +39,11 @@ def _directions(executable):
     return executable.directions[executable.ir.entry.name]
 
 
-def check_arguments(executable, args) -> None:
+def check_arguments(executable, args, space: bool = True) -> None:
     """Refuse a call whose outputs are read-only (ArgumentError TC412) or whose
-    windows and arguments cannot fit in /dev/shm (RuntimeFault TC505)."""
+    windows and arguments cannot fit in /dev/shm (RuntimeFault TC505; not
+    checked with ``space`` False: a prepared call whose windows and argument
+    segments exist already needs no new room)."""
     # parameter names and spans (for the error) from the verified IR it was built from
     params = executable.ir.entry.params
     arrays = [to_numpy(a) for a in args]
@@ -53,8 +55,9 @@ def check_arguments(executable, args) -> None:
                 f"read-only", code="TC412", span=p.span,
                 hint="pass a writable array (np.array(x) makes a writable copy), or declare "
                      "the parameter as an input if the program does not write it")
-    unique = {_key(arr): arr.nbytes for arr in arrays if arr is not None}
-    shmspace.check(executable, unique.values())
+    if space:
+        unique = {_key(arr): arr.nbytes for arr in arrays if arr is not None}
+        shmspace.check(executable, unique.values())
 
 
 def share_arguments(run, args, executable):

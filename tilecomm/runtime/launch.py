@@ -243,13 +243,15 @@ def launch(executable, args: list, config):
         ranks.close()
 
 
-def execute(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None):
+def execute(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,
+            idle: bool = True):
     """Run the HOST orchestrator once on ``ranks`` (started here if needed) and
     wait for the ranks to finish.  On any failure the ranks are stopped: the
     caller decides whether to restart.  ``last``: no run follows, so workers
     exit on their own once finished (their teardown then overlaps the
     controller's copy-back instead of following it)."""
-    return finish(begin(ranks, executable, args, config, last=last, callbacks=callbacks))
+    return finish(begin(ranks, executable, args, config, last=last, callbacks=callbacks,
+                        idle=idle))
 
 
 def begin(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,

@@ -119,6 +119,7 @@ class DistributedWorker:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._pending: list = []         # submitted handles not yet finished, oldest first
         self._sent = 0                   # pipelined calls sent and not yet finished
+        self._warm: set = set()          # (image, argument sizes) a persistent call checked
         self._pending_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         _OPEN.add(self)
@@ -149,6 +150,7 @@ class DistributedWorker:
         return S.Segment.create(name, nbytes)
 
     def _start(self):
+        self._warm.clear()              # new ranks: no window or argument segment exists
         reset = self.reset_persistent_windows if self.persistent else None
         self._ranks = Ranks(self.world, self._config, persistent_reset=reset,
                             pool_arguments=True)
@@ -223,8 +225,14 @@ class DistributedWorker:
         ranks from the sending thread), and on a single-program worker: the
         per-buffer collective counts are reset between runs unless pipelined,
         and only one program's runs keep them equal across a domain's members."""
-        return (self.persistent and not self.reset_persistent_windows and not exe.sub_workers
-                and len(self._programs) == 1)
+        return self._keeps(exe) and not exe.sub_workers
+
+    def _keeps(self, exe) -> bool:
+        """Kept persistent windows of a single program: runs need no reset of
+        the control block (dispatch numbers continue; every member of a domain
+        enters the same collectives in every run, so their counts stay equal)."""
+        return self.persistent and not self.reset_persistent_windows and \
+            len(self._programs) == 1
 
     def _begin(self, call, config):
         exe, args = call
@@ -279,7 +287,13 @@ class DistributedWorker:
         if any(isinstance(a, (DeviceTensor, StackedDeviceTensor)) for a in args):
             self._check_device_arguments(compiled, args)
         exe = compiled.specialise(args)
-        check_arguments(exe, args)      # refused before the ranks are touched: they stay
+        # refused before the ranks are touched: they stay.  Room in /dev/shm is
+        # checked until this program's persistent windows and this signature's
+        # argument segments exist (then a call creates nothing)
+        warm = self.persistent and (exe.image.key, _sizes(args)) in self._warm
+        check_arguments(exe, args, space=not warm)
+        if self.persistent and not warm:
+            self._warm.add((exe.image.key, _sizes(args)))
         return exe, list(args)
 
     def _check_device_arguments(self, compiled, args):
@@ -306,8 +320,10 @@ class DistributedWorker:
                 self._check_open("run")
             ranks = self._live_ranks()
             try:
+                # kept windows of one program: nothing to reset between runs
+                # (see _pipelines), which saves a call the control-block reset
                 return execute(ranks, exe, args, self._run_config(exe, config),
-                               callbacks=self.callbacks)
+                               callbacks=self.callbacks, idle=not self._keeps(exe))
             except BaseException:
                 self._drop(ranks)       # already killed by execute: drop the husk
                 raise
@@ -488,6 +504,15 @@ class DistributedWorker:
             self.close()
         except Exception:
             pass
+
+
+def _sizes(args) -> tuple:
+    """Byte sizes of the host arrays of a call (what its argument segments need)."""
+    out = []
+    for a in args:
+        arr = to_numpy(a) if not isinstance(a, (DeviceTensor, StackedDeviceTensor)) else None
+        out.append(arr.nbytes if arr is not None else 0)
+    return tuple(out)
 
 
 def _writable_host(x):
