@@ -244,27 +244,31 @@ def launch(executable, args: list, config):
 
 
 def execute(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,
-            idle: bool = True):
+            reset_control: bool = True):
     """Run the HOST orchestrator once on ``ranks`` (started here if needed) and
     wait for the ranks to finish.  On any failure the ranks are stopped: the
     caller decides whether to restart.  ``last``: no run follows, so workers
     exit on their own once finished (their teardown then overlaps the
     controller's copy-back instead of following it)."""
     return finish(begin(ranks, executable, args, config, last=last, callbacks=callbacks,
-                        idle=idle))
+                        reset_control=reset_control))
 
 
 def begin(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,
-          idle: bool = True) -> Run:
+          idle: bool = True, reset_control: bool = True) -> Run:
     """The first half of a run: the HOST orchestrator runs and every dispatch
     is sent.  ``idle``: no earlier run is still in flight on these ranks, so
-    the control block is reset and persistent windows are zeroed (a pipelined
-    run passes False: both need every rank idle)."""
+    persistent windows may be zeroed and (``reset_control``) the control block
+    reset; a pipelined run passes False: both need every rank idle.  A worker
+    of one program needs no reset at all: dispatch numbers continue across
+    runs, and every member of a domain enters the same collectives in every
+    run, so the per-buffer counts stay equal among them."""
     run = Run(ranks, executable, config, callbacks)
     try:
         ranks.know(executable.image)
         if idle:
-            ranks.control.reset()
+            if reset_control:
+                ranks.control.reset()
             if ranks.persistent is not None and ranks.persistent.reset:
                 ranks.persistent.zero()    # every rank is idle between runs
         host_vals, copies = share_arguments(run, args, executable)   # outputs copied back

@@ -228,9 +228,7 @@ class DistributedWorker:
         return self._keeps(exe) and not exe.sub_workers
 
     def _keeps(self, exe) -> bool:
-        """Kept persistent windows of a single program: runs need no reset of
-        the control block (dispatch numbers continue; every member of a domain
-        enters the same collectives in every run, so their counts stay equal)."""
+        """Kept persistent windows of a single program (see ``_pipelines``)."""
         return self.persistent and not self.reset_persistent_windows and \
             len(self._programs) == 1
 
@@ -243,7 +241,7 @@ class DistributedWorker:
                 self._sent += 1
             try:
                 return begin(ranks, exe, args, self._run_config(exe, config),
-                             callbacks=self.callbacks, idle=idle)
+                             callbacks=self.callbacks, idle=idle, reset_control=False)
             except BaseException:
                 with self._pending_lock:
                     self._sent -= 1
@@ -320,10 +318,10 @@ class DistributedWorker:
                 self._check_open("run")
             ranks = self._live_ranks()
             try:
-                # kept windows of one program: nothing to reset between runs
-                # (see _pipelines), which saves a call the control-block reset
+                # one program: no control-block reset between runs (see begin)
                 return execute(ranks, exe, args, self._run_config(exe, config),
-                               callbacks=self.callbacks, idle=not self._keeps(exe))
+                               callbacks=self.callbacks,
+                               reset_control=len(self._programs) > 1)
             except BaseException:
                 self._drop(ranks)       # already killed by execute: drop the husk
                 raise
