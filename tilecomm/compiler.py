@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
+import pickle
+import warnings
 import os
 from dataclasses import replace
 
 import numpy as np
 
 from . import dtypes as D
-from .errors import ArgumentError
+from .errors import ArgumentError, ConfigError, ProgramValueError
 from .analysis import compute_facts
 from .analysis.tasks import annotate as annotate_tasks
 from .frontend import source as source_mod
@@ -22,13 +25,17 @@ from .frontend.builder import ProgramBuilder
 from .frontend.resolve import SelfNamespace
 from .ir.annotations import annotation_type
 from .ir.functions import KernelFunction, ProgramClass
-from .ir.types import IN, ScalarType, TensorType, is_static
+from .ir.kinds import SUBWORKER
+from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
+from .runtime import builds
+from .runtime.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.launch import launch
 from .runtime.prepared import DistributedWorker
+from .runtime.subworkers import unbound_message
 from .verify import verify
 
 
@@ -40,6 +47,8 @@ def arg_type(x, name):
         return ScalarType(D.INDEX)
     if isinstance(x, (float, np.floating)):
         return ScalarType(D.FP32)
+    if isinstance(x, (DeviceTensor, StackedDeviceTensor)):
+        return TensorType(x.shape, D.from_numpy(x.dtype))
     a = to_numpy(x)
     if a is None:
         raise ArgumentError(f"parameter '{name}': expected a numpy array, a torch CPU tensor or "
@@ -60,7 +69,7 @@ def _notify_sources(notifiers: dict) -> str:
                      for f, ds in by_fn.items())
 
 
-def make_executable(prog, facts, lowered, config) -> Executable:
+def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> Executable:
     """Package verified IR and its lowering as the runtime's plain data."""
     functions = {name: FunctionInfo(name, fn.py_name, fn.kind)
                  for name, fn in prog.functions.items()}
@@ -80,9 +89,11 @@ def make_executable(prog, facts, lowered, config) -> Executable:
     directions = {
         name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
         for name, fn in prog.functions.items()}
+    subs = {name: (fn.py_fn.__name__, fn.py_fn, fn.py_fn in abstract_subs)
+            for name, fn in prog.functions.items() if fn.kind == SUBWORKER}
     return Executable(prog=ProgramInfo(functions, buffers, prog.world), lowered=lowered,
                       config=config, entry=lowered.namespace[f"f_{prog.entry.name}"],
-                      image=image, directions=directions, ir=prog)
+                      image=image, directions=directions, ir=prog, sub_workers=subs)
 
 
 def _default_output_dir(entry, config) -> str:
@@ -90,15 +101,38 @@ def _default_output_dir(entry, config) -> str:
     output_dir=)`` names a place: one directory per program under the cache,
     keyed by the defining file and name so two programs never share one."""
     fn = entry.fn
-    ident = f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}"
+    # a build is for one world size and platform: each gets its own directory
+    ident = (f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}:{config.dist.world_size}:"
+             f"{config.platform}")
     digest = hashlib.sha1(ident.encode()).hexdigest()[:12]
     return os.path.join(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
+
+
+_PROGRAM_KEYS = itertools.count(1)
+
+
+def _is_output(param) -> bool:
+    return isinstance(param.type, TensorType) and param.type.direction == OUT
+
+
+def _zeros(shape, dtype, like_torch: bool):
+    """A zero-filled output tensor (torch when the call passed torch tensors)."""
+    arr = np.zeros(tuple(shape), dtype.np_dtype)
+    if like_torch:
+        import torch                       # only when the caller uses torch already
+        if dtype is D.BF16:
+            return torch.zeros(tuple(shape), dtype=torch.bfloat16)
+        return torch.from_numpy(arr)
+    return arr
 
 
 class CompiledProgram:
     """A program compiled for one RunConfig; call it with host tensors."""
 
-    def __init__(self, entry, *, config: RunConfig, self_ns=None, output_dir=None):
+    def __init__(self, entry, *, config: RunConfig, self_ns=None, output_dir=None,
+                 sub_workers=None):
+        self.key = next(_PROGRAM_KEYS)     # persistent windows are kept per program
+        self._sub_workers = dict(sub_workers or {})
         self.entry = entry
         self.config = config
         self.self_ns = self_ns
@@ -141,14 +175,63 @@ class CompiledProgram:
                 return True
         return False
 
-    def _check_args(self, args):
-        src = source_mod.load(self.entry.fn)
-        names = [a.arg for a in src.tree.args.args][(1 if self.entry.is_method else 0):]
-        if len(args) != len(names):
-            raise ArgumentError(f"{self.entry.fn.__name__} expects {len(names)} arguments "
-                                f"(in-place, one per parameter), got {len(args)}. Parameters: "
-                                f"{names}")
+    def _param_names(self) -> list:
+        names = self.__dict__.get("_names")
+        if names is None:                  # read on every call: parsed once
+            src = source_mod.load(self.entry.fn)
+            names = self._names = [a.arg for a in src.tree.args.args][
+                (1 if self.entry.is_method else 0):]
         return names
+
+    @property
+    def returns_outputs(self) -> bool:
+        """Whether the entry has a return annotation: then it may also be called
+        with its inputs only, its ``pl.Out`` tensors allocated and returned."""
+        return "return" in self.entry.fn.__annotations__
+
+    def _annotated_params(self) -> list | None:
+        """The entry's parameters as its annotations type them (None when a bare
+        ``pl.Tensor`` takes its shape from the call)."""
+        built = self.precheck()._cache.get(("annotations",))
+        return None if built is None else list(built[0].entry.params)
+
+    def _check_args(self, args):
+        names = self._param_names()
+        if len(args) != len(names):
+            also = ""
+            params = self._annotated_params() if self.returns_outputs else None
+            if params is not None:
+                n_in = sum(1 for p in params if not _is_output(p))
+                also = f" or {n_in} (return style: inputs only, outputs allocated and returned)"
+            raise ArgumentError(f"{self.entry.fn.__name__} expects {len(names)} arguments "
+                                f"(in-place, one per parameter){also}, got {len(args)}. "
+                                f"Parameters: {names}")
+        return names
+
+    def complete_args(self, args) -> tuple:
+        """A return-style call's full argument list: every ``pl.Out`` tensor
+        allocated zero-filled from its annotation.  Other calls: ``args``."""
+        if not self.returns_outputs or len(args) == len(self._param_names()):
+            return tuple(args)
+        params = self._annotated_params()
+        if params is None or len(args) != sum(1 for p in params if not _is_output(p)):
+            self._check_args(args)             # raises, naming both accepted counts
+        like_torch = any(type(a).__module__.startswith("torch") for a in args)
+        given = iter(args)
+        full = []
+        for p in params:
+            if not _is_output(p):
+                full.append(next(given))
+                continue
+            shape = p.type.shape
+            if not all(isinstance(d, int) for d in shape):
+                raise ProgramValueError(
+                    f"Cannot allocate output tensor '{p.name}': its shape "
+                    f"{[str(d) for d in shape]} contains dynamic dimensions.", code="TC422",
+                    span=p.span, hint="pass the output tensor (in-place call), or give it a "
+                                      "static shape")
+            full.append(_zeros(shape, p.type.dtype, like_torch))
+        return tuple(full)
 
     def specialise(self, args) -> Executable:
         names = self._check_args(args)
@@ -159,8 +242,20 @@ class CompiledProgram:
             prog, facts = self._build(list(types))
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
-            exe = self._cache[key] = make_executable(prog, facts, lowered, self.config)
+            abstract = frozenset(f.fn for f in self.sub_workers.values()
+                                 if f.requires_runtime_binding)
+            exe = make_executable(prog, facts, lowered, self.config, abstract)
+            exe.program_key = self.key
+            self._cache[key] = exe
+            try:                               # kept for from_dir(); a run does not need it
+                builds.save(self.output_dir, self.entry.fn.__name__, builds.signature(args), exe,
+                            names)
+            except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
+                warnings.warn(f"build not saved under {self.output_dir}: {e}", RuntimeWarning,
+                              stacklevel=2)
         return exe
+
+    from_dir = staticmethod(builds.from_dir)
 
     def lowered(self, *args):
         """The lowered Python of this program for these arguments: ``.source``,
@@ -191,18 +286,96 @@ class CompiledProgram:
         """Specialisations compiled so far."""
         return [v for v in self._cache.values() if isinstance(v, Executable)]
 
-    def prepare(self, *args, config=None):
-        """Start the rank processes once and keep them for many calls
-        (a ``DistributedWorker``); given tensors, specialise for them first so
-        the workers start with that code."""
+    @property
+    def sub_workers(self) -> dict:
+        """The program's SubWorker functions by name (callbacks bind to them)."""
+        return dict(self._sub_workers)
+
+    @property
+    def num_sub_workers(self) -> int:
+        """DistributedConfig.num_sub_workers, at least the SubWorkers declared."""
+        return max(self.config.dist.num_sub_workers, len(self._sub_workers))
+
+    def prepare(self, *args, config=None, extra_compiled=(), persistent=False,
+                reset_persistent_windows=None, callbacks=None, sub_worker_overrides=None,
+                startup_timeout_s=None):
+        """Start the rank processes once and keep them for many calls: a
+        ``DistributedWorker`` (see ``tilecomm.runtime.prepared``).  A first
+        positional ``RunConfig`` is the config (as upstream allows); host tensors
+        given instead specialise the program first, so the ranks start with that
+        code."""
+        if args and (args[0] is None or isinstance(args[0], RunConfig)):
+            if len(args) > 1 or config is not None:
+                raise TypeError("prepare() takes at most one config")
+            config, args = args[0], ()
         if args:
             self.specialise(args)
-        return DistributedWorker(self, config)
+        return DistributedWorker(self, config, extra_compiled=extra_compiled,
+                                 persistent=persistent,
+                                 reset_persistent_windows=reset_persistent_windows,
+                                 callbacks=callbacks, sub_worker_overrides=sub_worker_overrides,
+                                 startup_timeout_s=startup_timeout_s)
 
     def __call__(self, *args, config=None):
+        args = self.complete_args(args)
+        for a in args:
+            if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
+                raise ArgumentError("One-shot calls cannot accept DeviceTensor or "
+                                    "StackedDeviceTensor arguments: device tensors live in a "
+                                    "prepared worker; call it through that worker "
+                                    "(rt(...) / rt.run(compiled, ...))", code="TC414")
         exe = self.specialise(args)
+        unbound = [n for n, f in self._sub_workers.items() if f.requires_runtime_binding]
+        if unbound:
+            raise ConfigError(unbound_message(unbound).replace("prepare()", "prepare(); a "
+                              "one-shot call cannot bind them"), code="TC425")
         cfg = config or self.config
         return launch(exe, list(args), cfg)
+
+
+class CompiledPrograms:
+    """A ``@pl.program`` with several HOST orchestrators: ``compiled["name"]`` is
+    the program of one of them; a worker prepared from it serves them all."""
+
+    def __init__(self, name: str, programs: dict):
+        self.name = name
+        self.programs = programs
+
+    def names(self) -> list:
+        return list(self.programs)
+
+    def __getitem__(self, name) -> CompiledProgram:
+        try:
+            return self.programs[name]
+        except (KeyError, TypeError):
+            raise KeyError(f"{self.name} has no orchestration function {name!r}; its "
+                           f"orchestration functions are {self.names()}") from None
+
+    def __iter__(self):
+        return iter(self.programs.values())
+
+    def __len__(self):
+        return len(self.programs)
+
+    @property
+    def config(self) -> RunConfig:
+        return next(iter(self.programs.values())).config
+
+    def _ambiguous(self, what):
+        return ArgumentError(f"{self.name} has several orchestration functions {self.names()}: "
+                             f"{what} is ambiguous; name one: compiled[{self.names()[0]!r}]",
+                             code="TC424")
+
+    def __call__(self, *args, config=None):
+        raise self._ambiguous("calling the program")
+
+    def specialise(self, args):
+        raise self._ambiguous("specialising the program")
+
+    def prepare(self, config=None, **options) -> DistributedWorker:
+        """One worker for every orchestration function (dispatch with
+        ``rt.run(compiled["name"], ...)``)."""
+        return DistributedWorker(list(self.programs.values()), config, **options)
 
 
 def compile_function(kfn: KernelFunction, args, config=None) -> CompiledProgram:
@@ -230,12 +403,23 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
                       cache_dir=output_dir or cfg.cache_dir)
     if isinstance(program, ProgramClass):
         ns = SelfNamespace(program.cls, program.functions)
-        cp = CompiledProgram(program.entry, config=cfg, self_ns=ns, output_dir=output_dir)
+        if program.entry is None:              # several HOST orchestrators: one per name
+            return CompiledPrograms(program.cls.__name__, {
+                name: CompiledProgram(fn, config=cfg, self_ns=ns,
+                                      output_dir=os.path.join(output_dir, name)
+                                      if output_dir else None,
+                                      sub_workers=program.sub_workers).precheck()
+                for name, fn in program.entries.items()})
+        cp = CompiledProgram(program.entry, config=cfg, self_ns=ns, output_dir=output_dir,
+                             sub_workers=program.sub_workers)
         return cp.precheck()
     if isinstance(program, KernelFunction):
-        return program.compile(config=cfg)
+        cp = program.compile(config=cfg)
+        if output_dir:                         # its own config (cache_dir), its own program
+            cp.output_dir = output_dir
+        return cp
     raise TypeError(f"tilecomm.ir.compile expects a @pl.program class or a @pl.jit.host "
                     f"function; got {program!r}")
 
 
-__all__ = ["CompiledProgram", "arg_type", "compile", "compile_function", "make_executable"]
+__all__ = ["CompiledProgram", "CompiledPrograms", "arg_type", "compile", "compile_function", "make_executable"]

@@ -9,8 +9,9 @@ import ast
 
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
-from ..ir.types import (Dim, DynVar, TensorType, bind_shape)
+from ..ir.types import (NONE, Dim, DynVar, TensorType, bind_shape)
 from ..ir.annotations import annotation_type
+from ..ir.kinds import SUBWORKER
 from ..ops.check import describe
 from . import source as source_mod
 from .common import _err
@@ -62,6 +63,12 @@ class ProgramBuilder:
                              span=src.span(src.tree), py_name=kfn.fn.__qualname__)
         self._by_key[key] = fn_ir
         self.functions[name] = fn_ir
+        if kfn.kind == SUBWORKER:
+            # plain Python run by the controller: not parsed; the runtime calls
+            # the function itself (or the callback bound to its name)
+            fn_ir.py_fn = kfn.fn
+            fn_ir.ret_type = NONE
+            return fn_ir
         FunctionParser(self, kfn, src, fn_ir).parse()
         return fn_ir
 

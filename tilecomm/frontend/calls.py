@@ -13,7 +13,7 @@ from ..ir.types import (ANY, CommCtxType, NONE, PtrType,
                         ScalarType, TensorType, TupleType, numel)
 from ..ir import forms as control
 from ..ir.functions import KernelFunction
-from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
+from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH, SUBWORKER
 from ..ops.check import CallCheck, SkipCheck, const_value, describe
 from ..ops import pld_ops
 from ..ops.registry import OpStub
@@ -221,6 +221,8 @@ class CallParsing:
         fn_ir = self.b.specialise(callee, [a.type for a in args], span)
         self._check_args(fn_ir, args, span)
         devices, device = None, None
+        if callee.kind == SUBWORKER:         # runs in the controller: no device, no domain
+            return N.FuncCall(NONE, span, fn_ir, args, None, frozenset())
         if self.kind == HOST:
             devices = self._device_set(device_node) if device_node is not None \
                 else frozenset(range(self.b.world))

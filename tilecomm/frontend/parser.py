@@ -336,13 +336,17 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing, Loo
         v = vals[-1]
         self.fn.ret_type = v.type
 
-        def origin(e):
-            t = e.type
+        def origin_of_type(t):
             if isinstance(t, TensorType) and isinstance(t.origin, tuple) and t.origin[0] == "param":
                 return t.origin[1]
             return None
+
+        def origin(e):
+            return origin_of_type(e.type)
         if isinstance(v, N.TupleExpr):
             self.fn.returns_param = tuple(origin(i) for i in v.items)
+        elif isinstance(v.type, TupleType):     # return kernel(...) of a tuple-returning callee
+            self.fn.returns_param = tuple(origin_of_type(t) for t in v.type.items)
         else:
             self.fn.returns_param = origin(v)
 

@@ -7,10 +7,13 @@ compiler the decorator that made the object handed in; so ``fn.compile()``
 works without this module knowing the compiler exists."""
 from __future__ import annotations
 
+import ast
 import functools
+import inspect
+import textwrap
 
 from .enums import FunctionType, Level, Role
-from .kinds import HOST, INCORE, ORCH
+from .kinds import HOST, INCORE, ORCH, SUBWORKER
 
 
 class KernelFunction:
@@ -26,6 +29,23 @@ class KernelFunction:
 
     def __repr__(self):
         return f"<tilecomm {self.kind} function {self.fn.__qualname__}>"
+
+    @property
+    def requires_runtime_binding(self) -> bool:
+        """A SubWorker whose body is only ``...`` (after a docstring): an
+        abstract callback that ``prepare(callbacks={name: fn})`` must bind."""
+        if self.kind != SUBWORKER:
+            return False
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(self.fn)))
+        except (OSError, TypeError, SyntaxError):
+            return False
+        body = tree.body[0].body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str) and len(body) > 1:
+            body = body[1:]                  # a docstring does not make a body concrete
+        return len(body) == 1 and isinstance(body[0], ast.Expr) and \
+            isinstance(body[0].value, ast.Constant) and body[0].value.value is Ellipsis
 
     def _require_host(self, what):
         if self.kind != HOST:
@@ -48,10 +68,7 @@ class KernelFunction:
 def kind_of(type_, level, role, name) -> str:
     """The function kind ``@pl.function(type=, level=, role=)`` denotes."""
     if level == Level.HOST:
-        if role == Role.SubWorker:
-            raise TypeError(f"{name}: HOST SubWorker callbacks are not supported by tilecomm; "
-                            f"run host-side checks after the call returns")
-        return HOST
+        return SUBWORKER if role == Role.SubWorker else HOST
     if type_ == FunctionType.Orchestration:
         return ORCH
     if type_ in (FunctionType.InCore, FunctionType.AIV, FunctionType.AIC, None):
@@ -72,13 +89,17 @@ class ProgramClass:
             if spec is None:
                 continue
             kind = kind_of(*spec, name=f"{cls.__name__}.{name}")
-            self.functions[name] = KernelFunction(member, kind, is_method=True, driver=driver)
-        hosts = [f for f in self.functions.values() if f.kind == HOST]
-        if len(hosts) != 1:
-            raise TypeError(f"@pl.program {cls.__name__} needs exactly one "
+            # SubWorker methods are declared without ``self``
+            self.functions[name] = KernelFunction(member, kind, is_method=kind != SUBWORKER,
+                                                  driver=driver)
+        # HOST orchestrators: each is an entry a call can name (compiled["name"])
+        self.entries = {n: f for n, f in self.functions.items() if f.kind == HOST}
+        if not self.entries:
+            raise TypeError(f"@pl.program {cls.__name__} needs a "
                             f"@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator) "
-                            f"entry; found {len(hosts)}")
-        self.entry = hosts[0]
+                            f"entry; found none")
+        self.entry = next(iter(self.entries.values())) if len(self.entries) == 1 else None
+        self.sub_workers = {n: f for n, f in self.functions.items() if f.kind == SUBWORKER}
 
     def __repr__(self):
         return f"<tilecomm program {self.cls.__name__}>"

@@ -19,7 +19,7 @@ from ..ir import nodes as N
 from ..ir.effects import Effect
 from ..ir.types import ArrayType, Dim, TensorType, is_static
 from ..ops.check import const_value
-from ..ir.kinds import HOST
+from ..ir.kinds import HOST, SUBWORKER
 
 _CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 # integer // and % of device code (kernels, chip orchestration): the runtime's
@@ -252,6 +252,9 @@ class FunctionEmitter:
                     and tuple(pt.shape) != tuple(at.shape) and all(map(is_static, pt.shape)):
                 s = f"_rt.as_shape({s}, {literal(tuple(pt.shape))})"
             args.append(s)
+        if callee.kind == SUBWORKER:        # Python in the controller, after its producers
+            return (f"_rt.sub_worker({callee.name!r}, ({''.join(a + ', ' for a in args)}), "
+                    f"{self.span_id(x.span)})")
         if self.fn.kind == HOST:
             dev = self.e(x.device) if x.device is not None else "None"
             ret = literal(callee.returns_param)

@@ -1,5 +1,8 @@
 """Runtime: configuration, compiled programs, the controller and rank workers."""
 from .config import DistributedConfig, RunConfig
+from .device_tensors import DeviceTensor, StackedDeviceTensor
+from .handles import DistributedRunHandle, RegistrationHandle
 from .prepared import DistributedWorker
 
-__all__ = ["DistributedConfig", "DistributedWorker", "RunConfig"]
+__all__ = ["DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",
+           "RegistrationHandle", "RunConfig", "StackedDeviceTensor"]

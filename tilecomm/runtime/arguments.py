@@ -14,12 +14,15 @@ keeps its ranks).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..errors import ArgumentError
 from ..ir.types import INOUT, OUT
 from ..transport.segments import Segment
 from . import shmspace
+from .device_tensors import DeviceTensor, StackedDeviceTensor
 from .host import HostTensor
 from .executable import to_numpy
 from .values import HostRef
@@ -36,9 +39,11 @@ def _directions(executable):
     return executable.directions[executable.ir.entry.name]
 
 
-def check_arguments(executable, args) -> None:
+def check_arguments(executable, args, space: bool = True) -> None:
     """Refuse a call whose outputs are read-only (ArgumentError TC412) or whose
-    windows and arguments cannot fit in /dev/shm (RuntimeFault TC505)."""
+    windows and arguments cannot fit in /dev/shm (RuntimeFault TC505; not
+    checked with ``space`` False: a prepared call whose windows and argument
+    segments exist already needs no new room)."""
     # parameter names and spans (for the error) from the verified IR it was built from
     params = executable.ir.entry.params
     arrays = [to_numpy(a) for a in args]
@@ -50,8 +55,9 @@ def check_arguments(executable, args) -> None:
                 f"read-only", code="TC412", span=p.span,
                 hint="pass a writable array (np.array(x) makes a writable copy), or declare "
                      "the parameter as an input if the program does not write it")
-    unique = {_key(arr): arr.nbytes for arr in arrays if arr is not None}
-    shmspace.check(executable, unique.values())
+    if space:
+        unique = {_key(arr): arr.nbytes for arr in arrays if arr is not None}
+        shmspace.check(executable, unique.values())
 
 
 def share_arguments(run, args, executable):
@@ -61,6 +67,9 @@ def share_arguments(run, args, executable):
     copied back if any parameter it is passed as is an output."""
     vals, copies, seen = [], [], {}
     for a, direction in zip(args, _directions(executable)):
+        if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
+            vals.append(a.host_value())      # resident already: passed by reference
+            continue
         arr = to_numpy(a)
         if arr is None:
             vals.append(a)
@@ -68,7 +77,7 @@ def share_arguments(run, args, executable):
         key = _key(arr)
         shared = seen.get(key)
         if shared is None:
-            seg = run.new_segment(max(arr.nbytes, 1))
+            seg = run.argument_segment(max(arr.nbytes, 1))
             shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
             np.copyto(shared.array, arr)
             seen[key] = shared
@@ -95,11 +104,50 @@ def map_result(result, args, host_vals):
     return one(result) if result is not None else None
 
 
-class HostSegments:
-    """Rank side: the host-tensor segments of the current run, mapped on first use."""
+class ArgumentPool:
+    """A prepared worker's host-argument segments, reused call after call.
 
-    def __init__(self):
+    Creating a segment for every tensor argument of every call (and mapping
+    it in every rank) costs more than a small call itself; the pool keeps
+    them, per size, for as long as the ranks live, and ranks keep them mapped
+    (``HostSegments(keep=...)``).  Calls run one at a time, so a segment handed
+    out to one run is back before the next run starts.  At most ``CAPACITY``
+    segments are pooled (ranks keep each mapped): beyond that a call gets
+    segments of its own, as a one-shot call does."""
+
+    CAPACITY = 64
+
+    def __init__(self, new_segment):
+        self._new_segment = new_segment
+        self._free: dict[int, list] = {}
+        self.size = 0
+        # a pipelined call takes segments while the one before gives its back
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int):
+        with self._lock:
+            free = self._free.get(nbytes)
+            if free:
+                return free.pop()
+            if self.size >= self.CAPACITY:
+                return None
+            self.size += 1
+        return self._new_segment(nbytes)
+
+    def give_back(self, segments) -> None:
+        with self._lock:
+            for seg in segments:
+                self._free.setdefault(seg.size, []).append(seg)
+
+
+class HostSegments:
+    """Rank side: the host-tensor segments of the current run, mapped on first
+    use; those whose name starts with ``keep`` (a prepared worker's pooled
+    argument segments) stay mapped for the next run."""
+
+    def __init__(self, keep: str | None = None):
         self._segments: dict[str, Segment] = {}
+        self._keep = keep
 
     def array(self, ref: HostRef) -> np.ndarray:
         seg = self._segments.get(ref.segment)
@@ -108,6 +156,8 @@ class HostSegments:
         return seg.ndarray(ref.dtype, ref.shape, offset=ref.offset, strides=ref.strides)
 
     def close(self) -> None:
-        for seg in self._segments.values():
-            seg.close()
-        self._segments.clear()
+        keep = self._keep
+        for name, seg in list(self._segments.items()):
+            if keep is None or not name.startswith(keep):
+                seg.close()
+                del self._segments[name]

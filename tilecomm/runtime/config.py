@@ -102,6 +102,13 @@ class RunConfig:
     cache_dir: str | None = None
     transport: str | None = None
     cores: int | None = None
+    # ring sizing (upstream: per scope depth, a scalar for all four or a list
+    # of 4).  ring_task_window is each rank's limit of tasks in flight (the
+    # scheduler's; depth 0 of a list); ring_heap / ring_dep_pool size upstream
+    # buffers that have no counterpart here: checked, without effect
+    ring_task_window: int | tuple | None = None
+    ring_heap: int | tuple | None = None
+    ring_dep_pool: int | tuple | None = None
 
     def __post_init__(self):
         if self.platform not in PLATFORMS:
@@ -130,6 +137,8 @@ class RunConfig:
                 raise ConfigError(f"RunConfig.cores is fixed by the {self.platform!r} profile "
                                   f"({fixed} AIV cores); got {c}", code="TC402",
                                   hint="only platform='cpu' takes a core count")
+        for name in RING_FIELDS:
+            object.__setattr__(self, name, _ring_sizing(name, getattr(self, name)))
         if self.transport is not None and self.transport not in TRANSPORT_NAMES:
             raise ConfigError(f"RunConfig.transport must be one of {list(TRANSPORT_NAMES)}, got "
                               f"{self.transport!r}", code="TC402")
@@ -142,6 +151,11 @@ class RunConfig:
             raise ConfigError(f"TILECOMM_TRANSPORT must be one of {list(TRANSPORT_NAMES)}, got "
                               f"{name!r}", code="TC402")
         return name
+
+    def resolved_task_window(self) -> int | None:
+        """Tasks a rank's scheduler keeps in flight at most (None: no limit)."""
+        w = self.ring_task_window
+        return w[0] if isinstance(w, tuple) else w
 
     def resolved_cores(self) -> int:
         """Cores of each rank's task scheduler."""
@@ -162,6 +176,25 @@ class RunConfig:
             return self.cache_dir
         return from_env().get("cache_dir") or os.path.join(
             os.path.expanduser("~"), ".cache", "tilecomm")
+
+
+RING_FIELDS = ("ring_task_window", "ring_heap", "ring_dep_pool")
+RING_LEVELS = 4
+
+
+def _ring_sizing(name, v):
+    """None, a positive int, or RING_LEVELS positive ints (kept as a tuple)."""
+    if v is None:
+        return None
+
+    def positive(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x > 0
+    if positive(v):
+        return v
+    if isinstance(v, (list, tuple)) and len(v) == RING_LEVELS and all(map(positive, v)):
+        return tuple(v)
+    raise ConfigError(f"RunConfig.{name} must be a positive int or a list of {RING_LEVELS} "
+                      f"positive ints, got {v!r}", code="TC402")
 
 
 def from_env() -> dict:

@@ -46,6 +46,11 @@ class ProgramInfo:
     world: int
 
 
+def fresh_image_key() -> int:
+    """A key no image of this process has (a reloaded image gets one)."""
+    return next(_IMAGE_KEYS)
+
+
 class KernelImage:
     """What a rank needs to run one specialisation: the lowered source and the
     tables that go with it.  Forked workers inherit it; a worker started before
@@ -86,7 +91,7 @@ class Executable:
     the program tables."""
 
     def __init__(self, *, prog: ProgramInfo, lowered, config, entry, image: KernelImage,
-                 directions: dict, ir=None):
+                 directions: dict, ir=None, program_key=None, sub_workers=None):
         self.prog = prog
         self.lowered = lowered          # .source, .filename, .linemap of the lowered module
         self.config = config
@@ -95,6 +100,11 @@ class Executable:
         self.image = image
         self.directions = directions    # function -> per-parameter In / Out / InOut
         self.ir = ir                    # the verified IR it came from (for tools; opaque here)
+        # which program this specialises (persistent windows are kept per program)
+        self.program_key = program_key
+        # SubWorker function -> (its Python name, its Python function, whether
+        # its body is only ``...`` and a callback must be bound)
+        self.sub_workers = dict(sub_workers or {})
 
     def span(self, loc):
         return self.image.span(loc)

@@ -9,13 +9,16 @@ rank's dispatch, since windows are the only place ranks may race by design.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..errors import RuntimeFault
+from ..errors import ConfigError, RuntimeFault
 from ..ir.types import INOUT, OUT
 from .collective_calls import HostCollectives
 from .kernel_ops import KernelOps
 from .messages import Dispatch
+from .subworkers import unbound_message, wait_dispatches
 from .values import HostRef, WindowBuffer, WindowRef, address
 
 
@@ -44,13 +47,39 @@ class HostTensor:
         return lo + neg, lo + span + a.itemsize
 
 
+class PlacedTensor(HostTensor):
+    """A prepared worker's device tensor (or a view of one): resident on rank
+    ``worker_id`` only, so only a dispatch to that rank may take it."""
+
+    __slots__ = ("worker_id",)
+
+    def __init__(self, segment, array: np.ndarray, worker_id: int):
+        super().__init__(segment, array)
+        self.worker_id = worker_id
+
+
+class StackedShards:
+    """A StackedDeviceTensor in a HOST orchestrator: ``x[i]`` is shard i, placed
+    on its own worker; the stack as a whole is no single rank's tensor."""
+
+    __slots__ = ("shards",)
+
+    def __init__(self, shards):
+        self.shards = shards
+
+
 class HostRuntime(KernelOps, HostCollectives):
     def __init__(self, call):
         self.call = call
         self.world = call.world
         self._rr = 0
-        self._seq = [0] * call.world
+        self._seq = list(call.ranks.seq)    # dispatch numbers continue across runs
         self._access: dict = {}      # segment name -> list of (rank, seq, lo, hi, is_write)
+
+    @property
+    def seq(self) -> list:
+        """Each rank's last dispatch number so far."""
+        return list(self._seq)
 
     # ---------------------------------------------------------------- values
     def world_size(self):
@@ -69,14 +98,14 @@ class HostRuntime(KernelOps, HostCollectives):
             raise RuntimeFault(f"window buffer '{rec.name}' size must be positive; got {nbytes}",
                                code="TC503")
         devices = tuple(sorted(rec.devices))
-        names = self.call.allocate_window(nbytes, devices)
+        names = self.call.allocate_window(nbytes, devices, rec.name)
         buf = WindowBuffer(buf_id, rec.name, nbytes, devices, names)
         self.call.buffers[buf_id] = buf
         return buf
 
     def window(self, buf, shape, dtype):
         shape = tuple(int(d) for d in shape)
-        n = int(np.prod(shape)) * dtype.get_byte()
+        n = math.prod(shape) * dtype.get_byte()
         if n > buf.nbytes:
             raise RuntimeFault(f"pld.window view of {n} bytes does not fit in window buffer "
                                f"'{buf.name}' of {buf.nbytes} bytes", code="TC502")
@@ -95,9 +124,19 @@ class HostRuntime(KernelOps, HostCollectives):
         return HostTensor(seg, a)
 
     def index(self, base, items):
+        if isinstance(base, StackedShards):
+            first, rest = (items[0], items[1:]) if isinstance(items, tuple) else (items, ())
+            i = int(first)
+            if not 0 <= i < len(base.shards):
+                raise RuntimeFault(f"StackedDeviceTensor index {i} out of range for "
+                                   f"{len(base.shards)} shard(s)", code="TC418")
+            shard = base.shards[i]
+            return self.index(shard, rest) if rest else shard
         if isinstance(base, HostTensor):
             view = KernelOps.index(self, base.array, items)
             if isinstance(view, np.ndarray):
+                if isinstance(base, PlacedTensor):
+                    return PlacedTensor(base.segment, view, base.worker_id)
                 return HostTensor(base.segment, view)
             raise RuntimeFault("a HOST orchestrator cannot read tensor elements: dispatches run "
                                "asynchronously on the ranks", code="TC503")
@@ -130,10 +169,16 @@ class HostRuntime(KernelOps, HostCollectives):
         descs, deps = [], {}
         for a, d in zip(args, dirs):
             if isinstance(a, HostTensor):
+                if isinstance(a, PlacedTensor) and a.worker_id != device:
+                    raise RuntimeFault(f"a device tensor resident on worker {a.worker_id} was "
+                                       f"dispatched to device {device}", code="TC418")
                 descs.append(a.ref())
                 self._track(a, device, seq, d, deps)
             elif isinstance(a, WindowRef):
                 descs.append(a)
+            elif isinstance(a, StackedShards):
+                raise RuntimeFault("a StackedDeviceTensor must be indexed by shard (x[r]) before "
+                                   "it is passed to a dispatch", code="TC418")
             elif isinstance(a, (int, float, bool, np.integer, np.floating)):
                 descs.append(a.item() if isinstance(a, np.generic) else a)
             else:
@@ -144,6 +189,35 @@ class HostRuntime(KernelOps, HostCollectives):
         if isinstance(ret, tuple):
             return tuple(args[i] if i is not None else None for i in ret)
         return args[ret] if isinstance(ret, int) else None
+
+    # ---------------------------------------------------------------- SubWorkers
+    def sub_worker(self, fname, args, loc):
+        """Run a SubWorker in this (the controller's) process once every
+        dispatch sent so far that touches one of its tensors completed."""
+        py_name, body, abstract = self.call.executable.sub_workers[fname]
+        values, deps = [], {}
+        for a in args:
+            if isinstance(a, HostTensor):
+                lo, hi = a.byte_range()
+                for (r, s, l2, h2, _) in self._access.get(a.segment.name, ()):
+                    if l2 < hi and lo < h2 and deps.get(r, 0) < s:
+                        deps[r] = s          # read after write, and write after read
+                values.append(a.array)
+            elif isinstance(a, (int, float, bool, np.integer, np.floating)):
+                values.append(a)
+            else:
+                raise RuntimeFault(f"SubWorker {py_name} takes host tensors and scalars; got "
+                                   f"{type(a).__name__}", code="TC503")
+        self.call.flush()                    # what it waits for must have been sent
+        wait_dispatches(self.call, deps)
+        callback = self.call.callbacks.get(py_name)
+        if callback is not None:
+            callback(tuple(values))          # one positional argument: the argument list
+        elif abstract:
+            raise ConfigError(unbound_message([py_name]), code="TC425")
+        else:
+            body(*values)
+        return None
 
     def _track(self, t: HostTensor, device, seq, direction, deps):
         lo, hi = t.byte_range()

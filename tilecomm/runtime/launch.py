@@ -26,15 +26,25 @@ from ..transport import segments as S
 from . import control as C
 from . import taskplane
 from . import forking, hostfaults
-from .arguments import check_arguments, copy_back, map_result, share_arguments
+from .arguments import ArgumentPool, check_arguments, copy_back, map_result, share_arguments
 from .host import HostRuntime
 from .launcher import ForkLauncher
-from .messages import EndRun, LoadImage, Shutdown
+from .messages import Batch, EndRun, LoadImage, Shutdown
 from .monitor import monitor, wake_blocked
+from .persistent import PersistentDomains
 from .worker import worker_main
 
 _CALL_IDS = itertools.count(1)
 ABORT_GRACE_S = 0.5      # after an abort, how long ranks may take to exit on their own
+# dispatches to one rank are sent together once this many are queued (and at
+# the end of the HOST orchestrator): one pickle and one write per batch
+# instead of per message, while a long host loop still lets ranks start early
+BATCH_MESSAGES = 32
+
+
+def next_id() -> int:
+    """A fresh id for segment names (unique within this process)."""
+    return next(_CALL_IDS)
 
 
 class Ranks:
@@ -42,7 +52,8 @@ class Ranks:
     share.  Lives for one call (one-shot) or across calls
     (``DistributedWorker``)."""
 
-    def __init__(self, world: int, config):
+    def __init__(self, world: int, config, persistent_reset: bool | None = None,
+                 pool_arguments: bool = False):
         # segments of controllers that were SIGKILLed: swept whenever ranks start
         # (one listdir), so a long-lived process also cleans up after peers
         # that died after its first call
@@ -56,10 +67,24 @@ class Ranks:
         self.transport_name = config.resolved_transport()
         self.launcher = ForkLauncher(world)
         self.control = self.transport = None
+        # each rank's last dispatch number: runs continue the count, so a
+        # published progress value of an earlier run never satisfies a later wait
+        self.seq = [0] * world
+        self.failed = False                 # a run failed: these ranks were stopped
+        self._closed = False
+        # persistent comm domains (prepare(persistent=True)): None = fresh per run
+        self.persistent: PersistentDomains | None = None
+        # a prepared worker's argument segments, reused across runs
+        self.arguments = ArgumentPool(self._new_segment) if pool_arguments else None
+        # segments named so live as long as these ranks (ranks may keep them mapped)
+        self.own_prefix = f"{S.segment_name(self.owner, self.id, 0)[:-1]}"
         try:
             self.control = C.ShmControlPlane(
                 self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
             self.transport = make_host(self.transport_name, world, self._new_segment)
+            if persistent_reset is not None:
+                self.persistent = PersistentDomains(self._new_segment, self.transport,
+                                                    persistent_reset)
         except BaseException:
             self.close()
             raise
@@ -118,6 +143,9 @@ class Ranks:
         return self.launcher.stop(0.0)
 
     def close(self, graceful: bool = False):
+        if self._closed:                    # a failure may reach it from two threads
+            return
+        self._closed = True
         try:
             if graceful and self.started:
                 for r in range(self.world):
@@ -136,8 +164,9 @@ class Ranks:
 class Run:
     """One execution of the HOST orchestrator on a set of ranks."""
 
-    def __init__(self, ranks: Ranks, executable, config):
+    def __init__(self, ranks: Ranks, executable, config, callbacks=None):
         self.ranks = ranks
+        self.callbacks = callbacks or {}     # SubWorker name -> bound callback
         self.executable = executable
         self.config = config
         self.world = executable.world
@@ -146,6 +175,20 @@ class Run:
         self.segments: list = []
         self.buffers: dict = {}
         self.done: set = set()
+        self._outbox: list = [[] for _ in range(ranks.world)]
+        self._pooled: list = []
+        self.outcome = None                 # what finish() needs, once begin() succeeded
+
+    def argument_segment(self, nbytes: int):
+        """A segment for a host tensor argument: from the ranks' pool if they
+        have one."""
+        pool = self.ranks.arguments
+        if pool is not None:
+            seg = pool.take(nbytes)
+            if seg is not None:
+                self._pooled.append(seg)
+                return seg
+        return self.new_segment(nbytes)
 
     def new_segment(self, nbytes: int):
         name = S.segment_name(self.owner, self.call_id, len(self.segments))
@@ -153,19 +196,41 @@ class Run:
         self.segments.append(seg)
         return seg
 
-    def allocate_window(self, nbytes: int, members: tuple) -> tuple:
+    def allocate_window(self, nbytes: int, members: tuple, name: str = "") -> tuple:
+        persistent = self.ranks.persistent
+        if persistent is not None:
+            return persistent.allocate(self.executable.program_key, name, nbytes, members)
         return self.ranks.transport.allocate(self, nbytes, members)
 
     def send(self, rank: int, msg) -> None:
-        self.ranks.send(rank, msg)
+        box = self._outbox[rank]
+        box.append(msg)
+        if len(box) >= BATCH_MESSAGES:
+            self.flush(rank)
+
+    def flush(self, rank: int | None = None) -> None:
+        """Send what is queued (for one rank, or all)."""
+        ready = []
+        for r in range(self.world) if rank is None else (rank,):
+            box = self._outbox[r]
+            if box:
+                self._outbox[r] = []
+                ready.append((r, box[0] if len(box) == 1 else Batch(tuple(box))))
+        for r, msg in ready:
+            self.ranks.send(r, msg)
 
     def release(self):
-        self.ranks.transport.end_run(self)
+        if self.ranks.persistent is None:   # persistent windows stay registered
+            self.ranks.transport.end_run(self)
+        if self._pooled:
+            self.ranks.arguments.give_back(self._pooled)
+            self._pooled = []
         for seg in self.segments:
             seg.close()
             seg.unlink()
+        if self.segments:                   # catches one created but not yet recorded
+            S.sweep(self.owner, self.call_id)
         self.segments = []
-        S.sweep(self.owner, self.call_id)
 
 
 def launch(executable, args: list, config):
@@ -178,15 +243,34 @@ def launch(executable, args: list, config):
         ranks.close()
 
 
-def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
-    """Run the HOST orchestrator once on ``ranks`` (started here if needed).
-    On any failure the ranks are stopped: the caller decides whether to restart.
-    ``last``: no run follows, so workers exit on their own once finished (their
-    teardown then overlaps the controller's copy-back instead of following it)."""
-    run = Run(ranks, executable, config)
+def execute(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,
+            reset_control: bool = True):
+    """Run the HOST orchestrator once on ``ranks`` (started here if needed) and
+    wait for the ranks to finish.  On any failure the ranks are stopped: the
+    caller decides whether to restart.  ``last``: no run follows, so workers
+    exit on their own once finished (their teardown then overlaps the
+    controller's copy-back instead of following it)."""
+    return finish(begin(ranks, executable, args, config, last=last, callbacks=callbacks,
+                        reset_control=reset_control))
+
+
+def begin(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,
+          idle: bool = True, reset_control: bool = True) -> Run:
+    """The first half of a run: the HOST orchestrator runs and every dispatch
+    is sent.  ``idle``: no earlier run is still in flight on these ranks, so
+    persistent windows may be zeroed and (``reset_control``) the control block
+    reset; a pipelined run passes False: both need every rank idle.  A worker
+    of one program needs no reset at all: dispatch numbers continue across
+    runs, and every member of a domain enters the same collectives in every
+    run, so the per-buffer counts stay equal among them."""
+    run = Run(ranks, executable, config, callbacks)
     try:
         ranks.know(executable.image)
-        ranks.control.reset()
+        if idle:
+            if reset_control:
+                ranks.control.reset()
+            if ranks.persistent is not None and ranks.persistent.reset:
+                ranks.persistent.zero()    # every rank is idle between runs
         host_vals, copies = share_arguments(run, args, executable)   # outputs copied back
         if not ranks.started:
             ranks.start()
@@ -201,20 +285,44 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
         except Exception as e:             # the user's own host code raised: point at it
             hostfaults.locate(e, executable.lowered)
             raise
+        ranks.seq = hr.seq                 # dispatch numbers continue in the next run
+        keep = ranks.persistent is not None
         for r in range(run.world):
-            run.send(r, EndRun())
+            run.send(r, EndRun(keep))
             if last:
                 run.send(r, Shutdown())
+        run.flush()
+        run.outcome = (result, args, host_vals, copies)
+        return run
+    except BaseException as e:
+        _fail(ranks, run, e)
+        raise
+
+
+def finish(run: Run):
+    """The second half: wait for every rank to finish the run, copy outputs
+    back, release the run's segments; the HOST orchestrator's result in the
+    caller's objects."""
+    ranks = run.ranks
+    try:
         monitor(run)
+        result, args, host_vals, copies = run.outcome
         copy_back(copies)
         return map_result(result, args, host_vals)
     except BaseException as e:
-        codes = ranks.abort(run)           # stop every rank before its segments go
-        if isinstance(e, TilecommError):
-            e.exit_codes = codes           # how each rank ended (messages.EXIT_*, -signal)
+        _fail(ranks, run, e)
         raise
     finally:
         run.release()
 
 
-__all__ = ["Ranks", "Run", "execute", "launch"]
+def _fail(ranks: Ranks, run: Run, e: BaseException) -> None:
+    codes = ranks.abort(run)               # stop every rank before its segments go
+    ranks.failed = True
+    if isinstance(e, TilecommError):
+        e.exit_codes = codes               # how each rank ended (messages.EXIT_*, -signal)
+    if run.outcome is None:                # begin() failed: finish() will not release it
+        run.release()
+
+
+__all__ = ["Ranks", "Run", "begin", "execute", "finish", "launch", "next_id"]

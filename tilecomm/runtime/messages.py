@@ -41,7 +41,18 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class EndRun:
-    """No more dispatches in this run: report Done once the queue is drained."""
+    """No more dispatches in this run: report Done once the queue is drained.
+    ``keep_windows``: the run's windows are persistent (a prepared worker's),
+    so the rank keeps them mapped for the next run."""
+
+    keep_windows: bool = False
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Several messages to one rank, in order, sent as one."""
+
+    messages: tuple
 
 
 @dataclass(frozen=True)
@@ -74,18 +85,30 @@ class Disconnected:
 
 
 # ---------------------------------------------------------------- the wire
-_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed)
+_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed, Batch)
 _TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
+_BATCH = _TAG[Batch]
+
+
+def _encode(msg) -> tuple:
+    # a frozen dataclass without slots keeps its fields in __dict__, in order
+    if type(msg) is Batch:
+        return (_BATCH, tuple(_encode(m) for m in msg.messages))
+    return (_TAG[type(msg)], *msg.__dict__.values())
+
+
+def _decode(wire: tuple):
+    tag, *fields = wire
+    if tag == _BATCH:
+        return Batch(tuple(_decode(m) for m in fields[0]))
+    return _KINDS[tag](*fields)
 
 
 def send(conn, msg) -> None:
     """Send a message over a ``multiprocessing`` connection."""
-    # a frozen dataclass without slots keeps its fields in __dict__, in order
-    conn.send_bytes(pickle.dumps((_TAG[type(msg)], *msg.__dict__.values()),
-                                 pickle.HIGHEST_PROTOCOL))
+    conn.send_bytes(pickle.dumps(_encode(msg), pickle.HIGHEST_PROTOCOL))
 
 
 def receive(conn):
     """The next message from a connection (EOFError / OSError when it closed)."""
-    tag, *fields = pickle.loads(conn.recv_bytes())
-    return _KINDS[tag](*fields)
+    return _decode(pickle.loads(conn.recv_bytes()))

@@ -112,7 +112,7 @@ class _TaskBlocked(WaitHooks):
 
 
 class Scheduler:
-    def __init__(self, rc, cores: int, aborted_exc):
+    def __init__(self, rc, cores: int, aborted_exc, task_window: int | None = None):
         self.rc = rc
         self.cores = cores
         self.aborted_exc = aborted_exc
@@ -144,6 +144,9 @@ class Scheduler:
         self.agents: list = []
         self.core_agents: list = []
         self.watchers: list = []
+        # RunConfig.ring_task_window: tasks in flight at most; a submission
+        # beyond it waits (asleep, as an idle agent) for one to complete
+        self.window = task_window
 
     # ------------------------------------------------------------ dispatches
     def begin(self):
@@ -162,6 +165,8 @@ class Scheduler:
         """Queue a task; returns its TaskId.  ``acc``: (value, mode, offsets,
         extents) per tracked argument; ``deps``: TaskIds or arrays of them."""
         with self.lock:
+            if self.window is not None:
+                self._wait_below(self.window)
             if self.failure is not None:
                 raise TaskAbort()
             tid = self.next_tid
@@ -187,6 +192,13 @@ class Scheduler:
             if not preds:
                 self._make_ready(t)
         return tid
+
+    def _wait_below(self, limit: int):
+        while self.outstanding >= limit and self.failure is None:
+            self.main_sleeping = True
+            self._idle_agent()
+            while self.main_sleeping:
+                self.main_cv.wait()
 
     def close(self):
         """End of the orchestration function: wait until every task submitted
@@ -321,7 +333,7 @@ class Scheduler:
             if d.pending == 0:
                 self._make_ready(d)
         t.dependents = []
-        if self.outstanding == 0:
+        if self.outstanding == 0 or self.outstanding + 1 == self.window:
             self._wake_main()
 
     def _wake_main(self):

@@ -50,7 +50,11 @@ def worker_main(rank: int, ranks, conn) -> int:
         M.send(conn, M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
                            type(e).__name__, e.code, None))
         return M.EXIT_FAILED
-    hosts = HostSegments()
+    hosts = HostSegments(ranks.own_prefix if ranks.arguments is not None else None)
+    # a prepared worker's persistent windows: one WindowView per (image,
+    # buffer, view) kept across runs, so its cell handles and collective plans
+    # are resolved once for the worker's lifetime, not once per dispatch
+    views = {} if ranks.persistent is not None else None
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)
     inbox: queue.SimpleQueue = queue.SimpleQueue()
 
@@ -62,8 +66,10 @@ def worker_main(rank: int, ranks, conn) -> int:
             except (EOFError, OSError):
                 inbox.put(M.Disconnected())
                 return
-            inbox.put(msg)
-            if isinstance(msg, M.Shutdown):
+            batch = msg.messages if isinstance(msg, M.Batch) else (msg,)
+            for one in batch:
+                inbox.put(one)
+            if isinstance(batch[-1], M.Shutdown):
                 return
 
     threading.Thread(target=reader, daemon=True).start()
@@ -87,7 +93,8 @@ def worker_main(rank: int, ranks, conn) -> int:
         if finished:
             control.set_state(rank, C.FINISHED)
             M.send(conn, M.Done(rank))
-            transport.end_run()             # unmap this run's segments (being unlinked)
+            if not msg.keep_windows:        # persistent windows stay mapped for the next run
+                transport.end_run()         # unmap this run's segments (being unlinked)
             hosts.close()
             continue
         if control.aborted():               # a peer failed: run nothing more
@@ -99,14 +106,15 @@ def worker_main(rank: int, ranks, conn) -> int:
             builtin = BUILTINS.get(fname)
             if builtin is not None:          # a HOST collective's share of this rank
                 rc.func_id = -1
-                vals = [_materialize(a, rank, transport, hosts, None) for a in msg.args]
+                vals = [_materialize(a, rank, transport, hosts, None, views, image.key)
+                        for a in msg.args]
                 builtin(rc, *vals, msg.loc, True)
             else:
                 rc.func_id = image.func_names.index(fname)
                 for dep_rank, dep_seq in msg.deps:
                     rc.wait_dispatch(dep_rank, dep_seq)
                 shapes = image.param_shapes[fname]
-                vals = [_materialize(a, rank, transport, hosts, s)
+                vals = [_materialize(a, rank, transport, hosts, s, views, image.key)
                         for a, s in zip(msg.args, shapes)]
                 image.function(fname)(rc, *vals)
         except RankAborted:
@@ -120,11 +128,17 @@ def worker_main(rank: int, ranks, conn) -> int:
         control.publish_done(rank, msg.seq)
 
 
-def _materialize(desc, rank, transport, hosts, shape):
+def _materialize(desc, rank, transport, hosts, shape, views=None, image_key=None):
     if isinstance(desc, HostRef):
         a = hosts.array(desc)
         return a.reshape(shape) if shape is not None and a.shape != shape else a
     if isinstance(desc, WindowRef):
+        if views is not None:
+            key = (image_key, desc.buffer, shape, desc.shape, desc.dtype)
+            view = views.get(key)
+            if view is None:
+                view = views[key] = _materialize(desc, rank, transport, hosts, shape)
+            return view
         buf = desc.buffer
         if rank not in buf.devices:
             raise UserError(f"window '{buf.name}' was passed to rank {rank}, which is not in its "

@@ -1,0 +1,196 @@
+"""DistributedWorker benchmarks: what a prepared call costs, and what submit overlaps.
+
+Prints one markdown table row per figure: the value measured, the anchor
+measured in the same run, the target from DESIGN.md section 4 and pass/miss.
+A benchmark, not a test: nothing here asserts speed.
+
+    python bench/bench_worker.py            # full run (~20 s idle)
+    python bench/bench_worker.py --quick    # fewer repeats (~5 s)
+    python bench/bench_worker.py --transport copy
+
+Figures.
+* A prepared 2-rank call of a trivial program (each rank adds 1 to a cell of
+  its own window), with fresh windows per call and with persistent windows
+  (zeroed before every call, and kept), beside a one-shot call of the same
+  program.  Each is the median (and best) of many calls after a warm-up.
+* Submit (kept persistent windows, where a submitted call is sent while the
+  one before it still runs): two calls submitted back to back and both
+  results taken, against the same two calls made blocking one after the
+  other; and the same with
+  host-side work of the caller between the calls and their results (work that
+  releases the GIL, e.g. I/O or a large numpy kernel): the submitted calls run
+  while the caller works.
+"""
+# no `from __future__ import annotations`: program annotations are evaluated
+# at definition time
+import argparse
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+from tilecomm.runtime import DistributedConfig, RunConfig
+from tilecomm.runtime.config import TRANSPORT_NAMES
+
+TARGET_PERSISTENT_S = 200e-6      # DESIGN.md section 4: prepared call, persistent windows
+
+
+@pl.jit.incore
+def tick_kernel(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.system.notify(sig, peer=me, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
+
+
+@pl.jit
+def tick_chip(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
+    tick_kernel(sig)
+
+
+@pl.jit.host
+def tick_main(m: pl.Scalar[pl.INT32]):
+    buf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+    for j in pl.range(m):
+        for r in pl.range(pld.world_size()):
+            tick_chip(pld.window(buf, [1, 1], dtype=pl.INT32), device=r)
+
+
+@dataclass
+class Row:
+    figure: str
+    measured: str
+    anchor: str
+    target: str
+    result: str
+
+
+def fmt_us(s: float) -> str:
+    us = s * 1e6
+    return f"{us:.1f} µs" if us < 1000 else f"{us / 1000:.2f} ms"
+
+
+def timed(call, n: int) -> list:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def best_median(ts) -> str:
+    return f"{fmt_us(statistics.median(ts))} (best {fmt_us(min(ts))})"
+
+
+def log(msg: str) -> None:
+    print(f"  .. {msg}", file=sys.stderr, flush=True)
+
+
+def bench_prepared(args, cfg, rows):
+    compiled = tick_main.compile(1, config=cfg)
+    compiled(1)                                          # compile and warm the cache
+    oneshot = timed(lambda: compiled(1), args.oneshot)
+    log(f"one-shot {best_median(oneshot)}")
+    results = {}
+    for label, opts in (("fresh windows", {}),
+                        ("persistent windows, zeroed", {"persistent": True}),
+                        ("persistent windows, kept",
+                         {"persistent": True, "reset_persistent_windows": False})):
+        with compiled.prepare(**opts) as rt:
+            timed(lambda: rt(1), args.warm)
+            ts = timed(lambda: rt(1), args.calls)
+        results[label] = ts
+        log(f"prepared, {label}: {best_median(ts)}")
+    fresh = statistics.median(results["fresh windows"])
+    for label, ts in results.items():
+        med = statistics.median(ts)
+        persistent = label.startswith("persistent")
+        rows.append(Row(
+            f"prepared 2-rank trivial call, {label} (median of {len(ts)})", best_median(ts),
+            f"one-shot call {fmt_us(statistics.median(oneshot))}"
+            + ("" if not persistent else f"; fresh windows {fmt_us(fresh)}"),
+            "≤ 200 µs" if persistent else "—",
+            ("pass" if med <= TARGET_PERSISTENT_S else "MISS") if persistent else "info"))
+
+
+def bench_submit(args, cfg, rows):
+    compiled = tick_main.compile(1, config=cfg)
+    # kept persistent windows: the second call is sent while the first runs
+    with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
+        timed(lambda: rt(1), args.warm)
+
+        def blocking(work_s=0.0):
+            rt(1)
+            rt(1)
+            if work_s:
+                time.sleep(work_s)
+
+        def submitted(work_s=0.0):
+            a = rt.submit(compiled, 1)
+            b = rt.submit(compiled, 1)
+            if work_s:
+                time.sleep(work_s)                       # the caller's own work
+            a.result()
+            b.result()
+
+        n = args.pairs
+        tb, ts = timed(blocking, n), timed(submitted, n)
+        log(f"two blocking {best_median(tb)}; two submitted {best_median(ts)}")
+        rows.append(Row("two calls submitted back to back (kept persistent windows: the "
+                        f"second is sent while the first runs), both results taken (median of "
+                        f"{n})", best_median(ts), f"two blocking calls {best_median(tb)}",
+                        "submitted < blocking",
+                        "pass" if statistics.median(ts) < statistics.median(tb) else "MISS"))
+        work = args.work_us * 1e-6
+        tbw, tsw = timed(lambda: blocking(work), n), timed(lambda: submitted(work), n)
+        log(f"with {args.work_us} µs of caller work: blocking {best_median(tbw)}; "
+            f"submitted {best_median(tsw)}")
+        ok = statistics.median(tsw) < statistics.median(tbw)
+        rows.append(Row(f"two submitted calls + {args.work_us} µs of caller work (I/O-like, "
+                        f"releases the GIL) before their results (median of {n})",
+                        best_median(tsw),
+                        f"two blocking calls, then the same work: {best_median(tbw)}",
+                        "submitted < blocking", "pass" if ok else "MISS"))
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer calls (a few seconds)")
+    ap.add_argument("--transport", choices=list(TRANSPORT_NAMES), default="shm")
+    ap.add_argument("--work-us", type=int, default=500,
+                    help="caller-side work between submitting and taking results (µs)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.calls, args.warm, args.oneshot, args.pairs = 300, 30, 3, 100
+    else:
+        args.calls, args.warm, args.oneshot, args.pairs = 2000, 200, 10, 500
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1]),
+                    transport=args.transport)
+    try:
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:3])
+    except OSError:
+        load = "?"
+    print(f"# tilecomm DistributedWorker benchmark ({args.transport} transport, "
+          f"{os.cpu_count()} CPUs, load average {load}{', quick' if args.quick else ''})\n")
+    rows: list = []
+    bench_prepared(args, cfg, rows)
+    bench_submit(args, cfg, rows)
+    print("| figure | measured | anchor (same run) | target | result |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.figure} | {r.measured} | {r.anchor} | {r.target} | {r.result} |")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
