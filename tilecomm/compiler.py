@@ -27,6 +27,7 @@ from .lower.codegen import lower_program
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
+from .runtime.artefacts import merged_trace_path
 from .runtime.launch import launch
 from .runtime.prepared import DistributedWorker
 from .verify import verify
@@ -160,6 +161,7 @@ class CompiledProgram:
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
             exe = self._cache[key] = make_executable(prog, facts, lowered, self.config)
+            exe.output_dir = self.output_dir
         return exe
 
     def lowered(self, *args):
@@ -186,6 +188,12 @@ class CompiledProgram:
             elif isinstance(pt, ScalarType) and not isinstance(t, ScalarType):
                 raise ArgumentError(f"parameter '{n}' expects a scalar; got a tensor",
                                     span=p.span)
+
+    @property
+    def trace_path(self) -> str:
+        """Where a call with ``RunConfig(enable_chip_swimlane=...)`` writes the
+        merged Perfetto trace of the call (see runtime/artefacts.py)."""
+        return merged_trace_path(self.output_dir)
 
     def executables(self) -> list:
         """Specialisations compiled so far."""

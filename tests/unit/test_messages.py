@@ -14,6 +14,7 @@ SAMPLES = [
                loc=11),
     M.EndRun(),
     M.Shutdown(),
+    M.BeginRun(settings=("dfx_outputs", 4, 2)),
     M.Done(rank=3),
     M.Failed(rank=1, fname="chip", summary="ValueError: bad", text="Traceback ...",
              error_type="ValueError", error_code="TC503", span=Span("p.py", 4, 5, "f")),

@@ -95,6 +95,7 @@ class Executable:
         self.image = image
         self.directions = directions    # function -> per-parameter In / Out / InOut
         self.ir = ir                    # the verified IR it came from (for tools; opaque here)
+        self.output_dir = None          # the program's build / run-artefact directory
 
     def span(self, loc):
         return self.image.span(loc)

@@ -27,6 +27,7 @@ from . import control as C
 from . import taskplane
 from . import forking, hostfaults
 from .arguments import check_arguments, copy_back, map_result, share_arguments
+from .artefacts import RunArtefacts
 from .host import HostRuntime
 from .launcher import ForkLauncher
 from .messages import EndRun, LoadImage, Shutdown
@@ -192,6 +193,7 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
             ranks.start()
         # after the fork: a transport's service threads must not be forked
         ranks.transport.start_run(run)
+        artefacts = RunArtefacts.begin(ranks, executable, config)   # None unless asked for
         hr = HostRuntime(run)
         try:
             result = executable.entry(hr, *host_vals)
@@ -206,6 +208,8 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
             if last:
                 run.send(r, Shutdown())
         monitor(run)
+        if artefacts is not None:
+            artefacts.end()
         copy_back(copies)
         return map_result(result, args, host_vals)
     except BaseException as e:

@@ -49,6 +49,14 @@ class Shutdown:
     """Exit once the queue is drained."""
 
 
+@dataclass(frozen=True)
+class BeginRun:
+    """The run about to start writes run artefacts (``artefacts.DfxSettings``);
+    sent only then, before its first dispatch."""
+
+    settings: object
+
+
 # ---------------------------------------------------------------- from a worker
 @dataclass(frozen=True)
 class Done:
@@ -74,7 +82,7 @@ class Disconnected:
 
 
 # ---------------------------------------------------------------- the wire
-_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed)
+_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed, BeginRun)
 _TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
 
 

@@ -16,6 +16,7 @@ from ..transport.base import WindowKey
 from . import control as C
 from . import messages as M
 from .arguments import HostSegments
+from .artefacts import RankArtefacts
 from .collective_calls import BUILTINS
 from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
@@ -68,6 +69,7 @@ def worker_main(rank: int, ranks, conn) -> int:
 
     threading.Thread(target=reader, daemon=True).start()
     finished = False                        # between the end of a run and the next one
+    dfx = None                              # this run's artefacts, when its config asks
     while True:
         try:
             msg = inbox.get_nowait()
@@ -82,9 +84,22 @@ def worker_main(rank: int, ranks, conn) -> int:
         if isinstance(msg, M.LoadImage):
             images[msg.image.key] = msg.image
             continue
+        if isinstance(msg, M.BeginRun):
+            dfx = RankArtefacts(rank, msg.settings, rc)
+            continue
         control.set_state(rank, C.RUNNING)
         finished = isinstance(msg, M.EndRun)
         if finished:
+            if dfx is not None:             # written before the run is reported done
+                try:
+                    dfx.finish()
+                except BaseException as e:
+                    control.set_state(rank, C.FAILED)
+                    M.send(conn, M.Failed(rank, "run artefacts", f"{type(e).__name__}: {e}",
+                                          f"{type(e).__name__}: {e}", type(e).__name__,
+                                          getattr(e, "code", None), None))
+                    return M.EXIT_FAILED
+                dfx = None
             control.set_state(rank, C.FINISHED)
             M.send(conn, M.Done(rank))
             transport.end_run()             # unmap this run's segments (being unlinked)
@@ -100,7 +115,10 @@ def worker_main(rank: int, ranks, conn) -> int:
             if builtin is not None:          # a HOST collective's share of this rank
                 rc.func_id = -1
                 vals = [_materialize(a, rank, transport, hosts, None) for a in msg.args]
-                builtin(rc, *vals, msg.loc, True)
+                if dfx is None:
+                    builtin(rc, *vals, msg.loc, True)
+                else:
+                    dfx.dispatch(fname, builtin, (rc, *vals, msg.loc, True), vals, msg.loc, image)
             else:
                 rc.func_id = image.func_names.index(fname)
                 for dep_rank, dep_seq in msg.deps:
@@ -108,7 +126,10 @@ def worker_main(rank: int, ranks, conn) -> int:
                 shapes = image.param_shapes[fname]
                 vals = [_materialize(a, rank, transport, hosts, s)
                         for a, s in zip(msg.args, shapes)]
-                image.function(fname)(rc, *vals)
+                if dfx is None:
+                    image.function(fname)(rc, *vals)
+                else:
+                    dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image)
         except RankAborted:
             return M.EXIT_ABORTED
         except BaseException as e:                       # report, then stop this rank
