@@ -82,11 +82,15 @@ class Recorder:
         self.current: DispatchTrace | None = None
         self.threads: dict = {MAIN_TID: "dispatch"}
         self.cell_keys: dict = {}      # transport cell handle -> (key, label)
+        self._cells: dict = {}         # (buffer, member, shape, offsets) -> (key, label)
         self.image = None
+        self._lines: dict = {}
 
     # ------------------------------------------------------------ dispatches
     def begin_dispatch(self, k: int, fname: str, image) -> DispatchTrace:
         d = self.current = DispatchTrace(k, fname)
+        if image is not self.image:
+            self._lines: dict = {}      # span index (>= 0) / -1 - lowered line -> text
         self.image = image
         self._tracker = Tracker() if self.graph else None
         self._nodes: dict = {}
@@ -121,20 +125,27 @@ class Recorder:
     def line(self, loc: int = -1, depth: int = 2) -> str | None:
         """The user's source line of the op being recorded: from the span
         index lowered code passes (``_loc``), else from the lowered line
-        that called the op."""
+        that called the op (cached per line)."""
         image = self.image
         if image is None:
             return None
         if loc >= 0:
-            sp = image.span(loc)
-            return str(sp) if sp is not None else None
+            got = self._lines.get(loc)
+            if got is None:
+                sp = image.span(loc)
+                got = self._lines[loc] = str(sp) if sp is not None else ""
+            return got or None
         f = sys._getframe(depth)
         while f is not None and f.f_code.co_filename != image.filename:
             f = f.f_back
         if f is None:
             return None
-        sp = image.linemap.get(f.f_lineno)
-        return str(sp) if sp is not None else None
+        key = -1 - f.f_lineno
+        got = self._lines.get(key)
+        if got is None:
+            sp = image.linemap.get(f.f_lineno)
+            got = self._lines[key] = str(sp) if sp is not None else ""
+        return got or None
 
     def slice(self, ctx, name, cat, t0, args):
         d = self.current
@@ -147,16 +158,19 @@ class Recorder:
             d.events.append((name, cat, self.tid(ctx), now(), None, args))
 
     # ------------------------------------------------------------ cells
-    @staticmethod
-    def cell_key(view, member: int, offsets) -> tuple:
-        """(buffer id, global rank of the copy, flat index): the same cell
-        whichever rank names it."""
-        flat = 0
-        for o, n in zip(offsets, view.shape):
-            flat = flat * int(n) + int(o)
-        g = view.buffer.devices[member]
-        label = f"{view.buffer.name}@rank{g}{list(int(o) for o in offsets)}"
-        return (view.buffer.id, g, flat), label
+    def cell_key(self, view, member: int, offsets) -> tuple:
+        """(buffer id, global rank of the copy, flat index) -- the same cell
+        whichever rank names it -- and its label; cached per cell."""
+        k = (view.buffer.id, member, view.shape, offsets)
+        got = self._cells.get(k)
+        if got is None:
+            flat = 0
+            for o, n in zip(offsets, view.shape):
+                flat = flat * int(n) + int(o)
+            g = view.buffer.devices[member]
+            label = f"{view.buffer.name}@rank{g}{list(int(o) for o in offsets)}"
+            got = self._cells[k] = ((view.buffer.id, g, flat), label)
+        return got
 
     def conditions_held(self, conds) -> None:
         """Deferred conditions already true when the waiter's body ended (the

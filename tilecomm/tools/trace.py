@@ -27,6 +27,7 @@ wait's end is taken after it saw the value, so "before" is exact.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 
@@ -80,20 +81,27 @@ def match_releases(events: list) -> list:
     for ev in events:
         if ev.get("cat") == NOTIFY_CAT and ev.get("ph") == "X":
             by_cell.setdefault(tuple(ev["args"]["cell_key"]), []).append(ev)
-    for lst in by_cell.values():
+    starts = {}
+    for key, lst in by_cell.items():
         lst.sort(key=lambda e: e["ts"])
+        starts[key] = [e["ts"] for e in lst]
     out = []
     for ev in events:
         if ev.get("cat") not in RELEASE_CATS or ev.get("ph") != "X":
             continue
         a = ev["args"]
-        released_at = _end(ev)
+        key = tuple(a["cell_key"])
+        lst = by_cell.get(key, ())
+        # the notifies that started before the release, latest first: the
+        # first one that made the condition true is the releaser (a counter
+        # a few steps ahead of the condition is a few steps back)
+        i = bisect.bisect_right(starts[key], _end(ev)) if lst else 0
         best = None
-        for n in by_cell.get(tuple(a["cell_key"]), ()):
-            if n["ts"] > released_at:
+        while i > 0:
+            i -= 1
+            if makes_true(lst[i], a["cmp"], a["expected"]):
+                best = lst[i]
                 break
-            if makes_true(n, a["cmp"], a["expected"]):
-                best = n
         out.append((best, ev))
     return out
 
@@ -161,8 +169,10 @@ def problems(trace: dict) -> list:
 
 def write(path: str, trace: dict) -> str:
     tmp = f"{path}.tmp{os.getpid()}"
+    # json.dumps, not json.dump: only the one-shot encoder is the C one
+    text = json.dumps(trace, separators=(",", ":"))
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(trace, f, separators=(",", ":"))
+        f.write(text)
     os.replace(tmp, path)                # readers never see half a file
     return path
 
