@@ -161,7 +161,7 @@ class CompiledProgram:
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
             exe = self._cache[key] = make_executable(prog, facts, lowered, self.config)
-            exe.output_dir = self.output_dir
+        exe.output_dir = self.output_dir        # where run artefacts go (settable per program)
         return exe
 
     def lowered(self, *args):

@@ -16,7 +16,8 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from conftest import config_for
+from conftest import children, config_for
+from tilecomm.errors import RuntimeFault
 
 NR = pl.dynamic("NR")
 N = 8
@@ -146,6 +147,20 @@ def test_stale_dispatch_dirs_are_cleared_and_other_files_kept(tmp_path):
     assert open(keep).read() == "mine"
     assert {f for f in files_of(dfx(cp)) if f.endswith("deps.json")} == \
         {"rank0/d0/deps.json", "rank1/d0/deps.json"}
+
+
+def test_an_unwritable_output_directory_is_refused_before_the_ranks_start(tmp_path):
+    cp = compiled(ring_main, tmp_path, 2, *ring_data(2))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    cp.output_dir = str(blocker / "out")          # a directory cannot live inside a file
+    xs, ys, counts = ring_data(2)
+    with pytest.raises(RuntimeFault) as ei:
+        cp(xs, ys, counts, config=config_for(2, enable_dep_gen=True))
+    assert ei.value.code == "TC443" and str(blocker) in ei.value.message
+    assert not children()
+    cp(xs, ys, counts, config=config_for(2))      # without artefacts the call runs
+    np.testing.assert_array_equal(counts, np.full((2, 1, 1), ROUNDS))
 
 
 @pytest.mark.parametrize("n", [1, 3])

@@ -101,9 +101,10 @@ class RunArtefacts:
         self.trace_path = None
 
     @classmethod
-    def begin(cls, ranks, executable, config):
-        """None when ``config`` asks for no artefact (the common case: one
-        attribute test); otherwise clear stale output and tell every rank."""
+    def begin(cls, executable, config):
+        """Before the run touches any rank: None when ``config`` asks for no
+        artefact (the common case: one attribute test); otherwise clear the
+        stale output (a directory that cannot be written fails here)."""
         if not config.dfx_enabled:
             return None
         out = getattr(executable, "output_dir", None)
@@ -126,9 +127,12 @@ class RunArtefacts:
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
                                time.perf_counter_ns(), os.path.basename(out))
+        return cls(settings, executable.world)
+
+    def announce(self, ranks):
+        """The ranks are started: tell each, ahead of its first dispatch."""
         for r in range(ranks.world):
-            ranks.send(r, BeginRun(settings))
-        return cls(settings, ranks.world)
+            ranks.send(r, BeginRun(self.settings))
 
     def end(self):
         """Every rank reported the run done (its files are written): merge
@@ -242,6 +246,10 @@ class RankArtefacts:
             if rec is not None:
                 self.rc.__class__ = RankContext
                 self.rc.__dict__.pop("_trace", None)
+                # the scheduler's threads drop the recorder at their next
+                # dispatch; its events go now
+                rec.dispatches = []
+                rec.cell_keys = {}
 
     def _write_dispatch(self, dt, line):
         s = self.s

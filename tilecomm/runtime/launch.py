@@ -184,6 +184,7 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     On any failure the ranks are stopped: the caller decides whether to restart.
     ``last``: no run follows, so workers exit on their own once finished (their
     teardown then overlaps the controller's copy-back instead of following it)."""
+    artefacts = RunArtefacts.begin(executable, config)   # None unless the config asks
     run = Run(ranks, executable, config)
     try:
         ranks.know(executable.image)
@@ -193,7 +194,8 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
             ranks.start()
         # after the fork: a transport's service threads must not be forked
         ranks.transport.start_run(run)
-        artefacts = RunArtefacts.begin(ranks, executable, config)   # None unless asked for
+        if artefacts is not None:
+            artefacts.announce(ranks)
         hr = HostRuntime(run)
         try:
             result = executable.entry(hr, *host_vals)
