@@ -10,7 +10,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from conftest import config_for
+from conftest import children, config_for, my_segments
 
 SIZE = 8
 NR = pl.dynamic("NR")
@@ -119,3 +119,43 @@ def test_prepared_worker_traces_only_the_calls_that_ask(tmp_path, n):
         # stale swimlanes of the first call are gone, the graphs rewritten
         assert set(again) == {f"rank{r}/d{k}/deps.json" for r in range(n) for k in range(3)}
         assert all(again[f] > first[f] for f in again)
+
+
+def _count(path):
+    try:
+        return len(os.listdir(path))
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_many_traced_calls_on_one_worker_grow_nothing(tmp_path, n):
+    """Traced and untraced calls alternate on the same ranks: no descriptor
+    or /dev/shm entry accumulates in the caller, no thread in any rank, and
+    every traced call rewrites the same files.  (A rank's descriptor count
+    is not compared: it holds each finished run's segments until its garbage
+    collector runs, traced or not.)"""
+    xs = np.random.default_rng(0).integers(-9, 9, (n, 1, SIZE)).astype(np.float32)
+    seen = np.zeros((n, n, SIZE), np.float32)
+    want = np.broadcast_to(xs[:, 0][None], (n, n, SIZE))
+    cp = main.compile(xs, seen, config=config_for(n, cache_dir=str(tmp_path)))
+    traced = config_for(n, enable_chip_swimlane=4, enable_dump_args=2, enable_scope_stats=True)
+    plain = config_for(n)
+
+    def snapshot():
+        ranks = sorted(children())
+        return (_count("/proc/self/fd"), len(my_segments()), ranks,
+                [_count(f"/proc/{p}/task") for p in ranks])
+
+    with cp.prepare() as worker:
+        for i in range(3):                       # warm: caches, first traces
+            worker(xs, seen, config=traced if i % 2 == 0 else plain)
+        before = snapshot()
+        for i in range(30):
+            seen[:] = 0
+            worker(xs, seen, config=traced if i % 2 == 0 else plain)
+            np.testing.assert_array_equal(seen, want)
+        after = snapshot()
+    assert after == before
+    files = {f for f in tree(os.path.join(cp.output_dir, "dfx_outputs"))}
+    assert len([f for f in files if f.endswith("chip_swimlane_records.json")]) == 3 * n
