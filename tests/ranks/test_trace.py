@@ -225,8 +225,9 @@ def within(ts, ev):
 
 def releasing_notifies(evs, release):
     """The notify slices with a flow arrow ending in ``release`` (checked: one arrow)."""
-    ends = [f for f in evs if f["ph"] == "f" and f["pid"] == release["pid"] and
-            f["tid"] == release["tid"] and within(f["ts"], release)]
+    ends = [f for f in evs if f["ph"] == "f" and f["cat"] == "signal" and
+            f["pid"] == release["pid"] and f["tid"] == release["tid"] and
+            within(f["ts"], release)]
     assert len(ends) == 1, (release, ends)
     starts = [s for s in evs if s["ph"] == "s" and s["id"] == ends[0]["id"]]
     assert len(starts) == 1
@@ -349,6 +350,29 @@ def test_task_graph_and_task_slices(tmp_path, n):
         assert nt["pid"] == r and nt["args"]["op"] == "Set" and nt["args"]["result"] == 1
         writer = [e for e in tasks if e["name"] == "writer"][0]
         assert w["tid"] == writer["tid"] and within(w["ts"], writer)
+        # level 3: an arrow from the end of each task another one waited for to
+        # its start (the scheduler's edges: reader and after_writer wait for writer)
+        by_id = {e["id"]: e for e in evs if e["ph"] in "sf" and e["cat"] == "dependency"
+                 and e["ph"] == "s" and e["pid"] == r}
+        arrows = set()
+        for f in (e for e in evs if e["ph"] == "f" and e["cat"] == "dependency"
+                  and e["pid"] == r):
+            s = by_id[f["id"]]
+            src = [t["name"] for t in tasks if t["tid"] == s["tid"] and within(s["ts"], t)]
+            dst = [t["name"] for t in tasks if t["tid"] == f["tid"] and within(f["ts"], t)]
+            assert len(src) == 1 and len(dst) == 1
+            arrows.add((src[0], dst[0]))
+        # (after_writer's edge exists only if writer was still running when it
+        # was submitted: the scheduler keeps no edge to a completed task)
+        assert ("writer", "reader") in arrows
+        assert arrows <= {("writer", "reader"), ("writer", "after_writer")}
+        # level 4: the orchestrating thread's submissions and its wait for the tasks
+        orch = [e for e in evs if e["ph"] == "X" and e["cat"] == "orchestrator"
+                and e["pid"] == r]
+        assert [e["name"] for e in sorted(orch, key=lambda e: e["ts"])] == [
+            "submit writer", "submit reader", "submit opener", "submit after_writer",
+            "wait for tasks"]
+        assert all(e["tid"] == 0 for e in orch)
     assert not os.path.exists(os.path.join(dfx(cp), "rank0", "d1"))
 
 

@@ -94,6 +94,8 @@ def test_prepared_worker_traces_only_the_calls_that_ask(tmp_path, n):
         assert deps["function"] == "builtin.tensor.barrier"
         assert deps["line"].endswith(f":{marked_line(main, 'BARRIER')}:14")
         evs = json.load(open(cp.trace_path))["traceEvents"]
+        # level 2: no scheduler or orchestrator phases
+        assert not [e for e in evs if e.get("cat") in ("dependency", "orchestrator")]
         bars = [e for e in evs if e["ph"] == "X" and e["cat"] == "collective"]
         assert sorted(e["pid"] for e in bars) == list(range(n))
         assert {e["name"] for e in bars} == {"pld.tensor.barrier (HOST)"}

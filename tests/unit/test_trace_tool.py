@@ -111,3 +111,22 @@ def test_write_then_load_round_trips_and_load_rejects_other_files(tmp_path):
         with pytest.raises(UserError) as ei:
             T.load(str(tmp_path / name))
         assert ei.value.code == "TC444"
+
+
+def test_merge_renumbers_each_files_own_arrows_apart_from_the_notify_arrows():
+    def dep_file(pid):
+        return {"traceEvents": [
+            {"name": "a", "cat": "dependency", "ph": "s", "id": 1, "pid": pid, "tid": 1,
+             "ts": 1.0},
+            {"name": "a", "cat": "dependency", "ph": "f", "bp": "e", "id": 1, "pid": pid,
+             "tid": 2, "ts": 2.0},
+            notify(pid, 3, (pid, 0, 0), "Set", 1, 1), wait(pid, 2, 5, (pid, 0, 0), "Ge", 1)]}
+    m = T.merge([dep_file(0), dep_file(1)])
+    flows = [e for e in m["traceEvents"] if e["ph"] in "sf"]
+    ids = {}
+    for e in flows:
+        ids.setdefault(e["id"], []).append((e["cat"], e["ph"], e["pid"]))
+    assert len(ids) == 4                      # two dependency arrows, two notify arrows
+    assert all(len(v) == 2 and {p for _, p, _ in v} == {"s", "f"} and len({c for c, _, _ in v}) == 1
+               and len({pid for _, _, pid in v}) == 1 for v in ids.values())
+    assert m["otherData"]["other_flows"] == 2 and m["otherData"]["flows"] == 2

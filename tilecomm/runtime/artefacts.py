@@ -19,13 +19,14 @@ are removed before a run that writes any.
                            arguments are views of the caller's arrays: there
                            is no ring heap to fill on the CPU).
 ``enable_chip_swimlane``   ``chip_swimlane_records.json``: a Chrome / Perfetto
-                           trace of the dispatch (``tools/trace.py``); level 1
-                           records tasks and dispatches, 2-4 add every
-                           communication op (the CPU has no separate AICPU or
-                           scheduler phases to add at 3 and 4).  After the
-                           call, ``dfx_outputs/merged_swimlane.json`` merges
-                           every rank and dispatch and draws notify -> wait
-                           arrows.
+                           trace of the dispatch (``tools/trace.py``).  Level
+                           1: dispatches and tasks; 2: + communication ops;
+                           3: + scheduler phases (an arrow from each task to
+                           those that waited for it); 4: + orchestrator
+                           phases (task submissions, the wait for the
+                           tasks).  After the call,
+                           ``dfx_outputs/merged_swimlane.json`` merges every
+                           rank and dispatch and draws notify -> wait arrows.
 ``enable_dump_args=2``     ``args_dump/before/`` and ``args_dump/after/``: each
                            array argument (a window: this rank's copy) as
                            ``<index>_<name>.npy`` when the dispatch starts and
@@ -298,12 +299,43 @@ class RankArtefacts:
             else:
                 evs.append({"name": ename, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
                             "ts": us(t0), "dur": max(round(us(t1) - us(t0), 3), 0.0), "args": args})
+        if self.rec.deps:
+            evs.extend(_dependency_flows(evs))
         for tid in sorted(tids):
             evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                         "args": {"name": self.rec.threads.get(tid, f"thread {tid}")}})
         return {"traceEvents": evs, "displayTimeUnit": "ns",
                 "otherData": {"schema": T.SCHEMA, "rank": pid, "dispatch": dt.k,
                               "function": dt.fname}}
+
+
+def _dependency_flows(evs) -> list:
+    """An arrow from the end of each task a task waited for (its last block)
+    to the start of each of its blocks (ids local to the file: the merge
+    renumbers them)."""
+    last = {}
+    for e in evs:
+        if e.get("cat") == "task":
+            tid = e["args"]["task_id"]
+            if tid not in last or e["ts"] + e["dur"] > last[tid]["ts"] + last[tid]["dur"]:
+                last[tid] = e
+    flows = []
+    for e in evs:
+        if e.get("cat") != "task":
+            continue
+        for p in e["args"].get("after", ()):
+            src = last.get(p)
+            if src is None:
+                continue
+            i = len(flows) // 2 + 1
+            name = f"task {p} -> task {e['args']['task_id']}"
+            flows.append({"name": name, "cat": "dependency", "ph": "s", "id": i,
+                          "pid": src["pid"], "tid": src["tid"],
+                          "ts": max(src["ts"], src["ts"] + src["dur"] - 0.001)})
+            flows.append({"name": name, "cat": "dependency", "ph": "f", "bp": "e", "id": i,
+                          "pid": e["pid"], "tid": e["tid"],
+                          "ts": e["ts"] + min(e["dur"], 0.001)})
+    return flows
 
 
 def _write_json(path, obj):

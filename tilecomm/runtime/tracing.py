@@ -13,8 +13,10 @@ track), per ``pld.system.notify`` (the cell, op, value and the value the
 cell took), per blocking ``pld.system.wait`` and per deferred condition's
 release (cell, condition, the value seen after it returned), per remote
 load / store, put / get and InCore collective, each with the user's source
-line; the task graph of each dispatch (inferred and explicit edges); and the
-task-window watermark of each task scope.
+line; at level 3 the tasks each task waited for, at level 4 the submission
+of each task and the orchestrating thread's wait for them; the task graph of
+each dispatch (inferred and explicit edges); and the task-window watermark
+of each task scope.
 """
 from __future__ import annotations
 
@@ -75,6 +77,8 @@ class Recorder:
         self.rank = rank
         self.tasks = swimlane >= 1
         self.comm = swimlane >= 2
+        self.deps = swimlane >= 3       # which completed tasks each task started after
+        self.orchestrator = swimlane >= 4   # the orchestrating thread's submit / drain
         self.graph = graph
         self.stats = stats
         self.lock = threading.Lock()
@@ -250,19 +254,32 @@ class TracedScope:
             finally:
                 if rec.tasks:
                     t = ctx.task
-                    rec.slice(ctx, name, "task", t0, {"task_id": t.tid if t else None,
-                                                      "block": ctx.block_idx, "line": line})
+                    info = {"task_id": t.tid if t else None, "block": ctx.block_idx,
+                            "line": line}
+                    if rec.deps and t is not None:
+                        # the scheduler's own edges: the tasks this one waited for
+                        info["after"] = [p.tid for p in t.preds]
+                    rec.slice(ctx, name, "task", t0, info)
                 rec.block_done()
 
+        t0 = now()
         tid = self.sched.submit(traced, args, name, loc, deps, acc, blocks, waiter, manual)
+        if rec.orchestrator:
+            rec.slice(self.sched.rc, f"submit {name}", "orchestrator", t0,
+                      {"task_id": tid, "line": line})
         rec.submitted(tid, name, loc, deps, acc, blocks, waiter, manual)
         return tid
 
     def close(self):
+        rec = self.rec
+        t0 = now()
         try:
             return self.sched.close()
         finally:
-            self.rec.scope_closed(self.fname)
+            if rec.orchestrator:
+                rec.slice(self.sched.rc, "wait for tasks", "orchestrator", t0,
+                          {"function": self.fname})
+            rec.scope_closed(self.fname)
 
     def abandon(self, exc):
         return self.sched.abandon(exc)

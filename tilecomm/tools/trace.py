@@ -118,18 +118,22 @@ def merge(rank_traces: list, *, title: str = "") -> dict:
     notify, ``f`` at the end of the wait it released) for every released
     wait whose releasing notify was recorded.  The release's args name the
     notify (``released_by``)."""
-    events, seen_meta = [], set()
-    for tr in rank_traces:
+    events, seen_meta, ids = [], set(), {}
+    for j, tr in enumerate(rank_traces):
         for ev in tr["traceEvents"]:
-            if ev["ph"] == "M":
+            ph = ev["ph"]
+            if ph == "M":
                 key = (ev["name"], ev["pid"], ev["tid"])
                 if key in seen_meta:
                     continue
                 seen_meta.add(key)
+            if ph in ("s", "f"):             # a file's own arrows: ids unique per file
+                events.append(dict(ev, id=ids.setdefault((j, ev["id"]), len(ids) + 1)))
+                continue
             events.append(dict(ev, args=dict(ev.get("args", {}))))
     flows = []
     unmatched = 0
-    for i, (n, w) in enumerate(match_releases(events)):
+    for i, (n, w) in enumerate(match_releases(events), start=len(ids)):
         if n is None:
             w["args"]["released_by"] = "no recorded notify (the cell already held the value)"
             unmatched += 1
@@ -147,7 +151,7 @@ def merge(rank_traces: list, *, title: str = "") -> dict:
     events.extend(flows)
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"schema": SCHEMA, "title": title, "flows": len(flows) // 2,
-                          "unmatched_releases": unmatched}}
+                          "other_flows": len(ids), "unmatched_releases": unmatched}}
 
 
 def problems(trace: dict) -> list:
