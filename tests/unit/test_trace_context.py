@@ -47,8 +47,11 @@ def test_recorder_tracks_name_each_thread_once():
                            WATCHER_TID: "watcher 0"}
 
 
-@pytest.mark.parametrize("lane,tasks,comm", [(1, True, False), (2, True, True),
-                                              (4, True, True), (0, False, False)])
-def test_swimlane_levels(lane, tasks, comm):
+@pytest.mark.parametrize("lane,want", [(0, (False, False, False, False)),
+                                       (1, (True, False, False, False)),
+                                       (2, (True, True, False, False)),
+                                       (3, (True, True, True, False)),
+                                       (4, (True, True, True, True))])
+def test_swimlane_levels(lane, want):
     rec = Recorder(0, lane, False, False)
-    assert (rec.tasks, rec.comm) == (tasks, comm)
+    assert (rec.tasks, rec.comm, rec.deps, rec.orchestrator) == want
