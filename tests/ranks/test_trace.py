@@ -205,18 +205,27 @@ KEYS = {"X": {"name", "cat", "pid", "tid", "ts", "dur", "args"},
 
 
 def check_schema(trace, n):
+    """Checks the trace's shape; returns its events with ``pid`` replaced by
+    the rank each process names."""
     evs = trace["traceEvents"]
     for e in evs:
         assert e["ph"] in KEYS, e
         assert KEYS[e["ph"]] <= set(e), e
-    assert {e["pid"] for e in evs} == set(range(n))
     names = {e["pid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and
              e["name"] == "process_name"}
-    assert names == {r: f"rank {r}" for r in range(n)}
+    assert sorted(names.values()) == sorted(f"rank {r}" for r in range(n))
+    assert {e["pid"] for e in evs} == set(names)              # one process per rank
+    # no pid / tid 0, and thread ids unique across processes, as Perfetto
+    # expects of them
+    assert all(e["pid"] > 0 and e["tid"] > 0 for e in evs)
+    owner = {}
+    for e in evs:
+        assert owner.setdefault(e["tid"], e["pid"]) == e["pid"], e
     used = {(e["pid"], e["tid"]) for e in evs if e["ph"] in "Xi"}
     named = {(e["pid"], e["tid"]) for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
     assert used <= named
-    return evs
+    rank = {pid: int(name.split()[1]) for pid, name in names.items()}
+    return [dict(e, pid=rank[e["pid"]]) for e in evs]
 
 
 def within(ts, ev):
@@ -249,7 +258,7 @@ def test_every_released_wait_has_one_arrow_from_the_notify_that_released_it(tmp_
         r, g = w["pid"], w["args"]["expected"]
         # the protocol: rank r's wait for >= g is released by the g-th credit of rank r - 1
         nt = releasing_notifies(evs, w)
-        assert nt["pid"] == (r - 1) % n
+        assert nt["pid"] == (r - 1) % n == w["args"]["released_by"]["rank"]
         assert nt["args"]["cell_key"] == w["args"]["cell_key"]
         assert nt["args"]["op"] == "AtomicAdd" and nt["args"]["value"] == 1
         assert nt["args"]["result"] == g >= 1
@@ -279,7 +288,7 @@ def line_of(func, text):
 
 def test_swimlane_level_one_records_tasks_and_dispatches_but_no_comm_ops(tmp_path):
     cp, *_ = run_ring(tmp_path, 2, enable_chip_swimlane=1)
-    evs = json.load(open(cp.trace_path))["traceEvents"]
+    evs = check_schema(json.load(open(cp.trace_path)), 2)
     cats = {e.get("cat") for e in evs if e["ph"] == "X"}
     assert cats == {"dispatch"}
 
@@ -343,7 +352,8 @@ def test_task_graph_and_task_slices(tmp_path, n):
         # one slice per task, on a core track of this rank, with its task id
         tasks = [e for e in evs if e["ph"] == "X" and e["cat"] == "task" and e["pid"] == r]
         assert sorted(e["args"]["task_id"] for e in tasks) == sorted(ids.values())
-        assert all(e["tid"] >= 1 for e in tasks)
+        (disp,) = [e for e in evs if e["ph"] == "X" and e["cat"] == "dispatch" and e["pid"] == r]
+        assert all(e["tid"] != disp["tid"] for e in tasks)
         # the writer's wait sits on the writer's core and is released by the opener's Set
         (w,) = [e for e in evs if e["ph"] == "X" and e["cat"] == "wait" and e["pid"] == r]
         nt = releasing_notifies(evs, w)
@@ -372,7 +382,7 @@ def test_task_graph_and_task_slices(tmp_path, n):
         assert [e["name"] for e in sorted(orch, key=lambda e: e["ts"])] == [
             "submit writer", "submit reader", "submit opener", "submit after_writer",
             "wait for tasks"]
-        assert all(e["tid"] == 0 for e in orch)
+        assert all(e["tid"] == disp["tid"] for e in orch)
     assert not os.path.exists(os.path.join(dfx(cp), "rank0", "d1"))
 
 

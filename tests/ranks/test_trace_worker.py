@@ -58,6 +58,13 @@ def main(xs: pl.Tensor[[NR, 1, SIZE], pl.FP32], seen: pl.Out[pl.Tensor[[NR, NR, 
     return seen
 
 
+def ranked(evs):
+    """The events with ``pid`` replaced by the rank each process names."""
+    rank = {e["pid"]: int(e["args"]["name"].split()[1]) for e in evs
+            if e["ph"] == "M" and e["name"] == "process_name"}
+    return [dict(e, pid=rank[e["pid"]]) for e in evs]
+
+
 def marked_line(func, marker):
     lines, first = inspect.getsourcelines(getattr(func, "fn", func))
     hits = [first + i for i, ln in enumerate(lines) if ln.rstrip().endswith(f"# {marker}")]
@@ -93,7 +100,7 @@ def test_prepared_worker_traces_only_the_calls_that_ask(tmp_path, n):
         deps = json.load(open(os.path.join(root, "rank0", "d1", "deps.json")))
         assert deps["function"] == "builtin.tensor.barrier"
         assert deps["line"].endswith(f":{marked_line(main, 'BARRIER')}:14")
-        evs = json.load(open(cp.trace_path))["traceEvents"]
+        evs = ranked(json.load(open(cp.trace_path))["traceEvents"])
         # level 2: no scheduler or orchestrator phases
         assert not [e for e in evs if e.get("cat") in ("dependency", "orchestrator")]
         bars = [e for e in evs if e["ph"] == "X" and e["cat"] == "collective"]

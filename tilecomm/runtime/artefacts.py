@@ -56,7 +56,7 @@ from ..errors import RuntimeFault
 from ..tools import trace as T
 from .messages import BeginRun
 from .rank import RankContext
-from .tracing import MAIN_TID, Recorder, TracingRankContext
+from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
 from .values import WindowView
 
 DFX_DIR = "dfx_outputs"
@@ -274,38 +274,41 @@ class RankArtefacts:
             T.write(os.path.join(d, RANK_TRACE), self._chrome(dt, line))
 
     def _chrome(self, dt, line) -> dict:
-        """The dispatch's events as a Chrome trace (one pid: this rank)."""
+        """The dispatch's events as a Chrome trace: this rank is one process,
+        its tracks are threads (``tracing.pid_of``)."""
         org = self.s.origin_ns
-        pid = self.rank
+        pid = pid_of(self.rank)
 
         def us(t):
             return round((t - org) / 1000.0, 3)
 
         builtin = dt.fname.startswith("builtin.tensor.")
         name = ("pld.tensor." + dt.fname.rsplit(".", 1)[1] + " (HOST)") if builtin else dt.fname
-        evs = [{"name": "process_name", "ph": "M", "pid": pid, "tid": MAIN_TID,
-                "args": {"name": f"rank {pid}"}},
-               {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": MAIN_TID,
-                "args": {"sort_index": pid}},
+        evs = [{"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
+                "args": {"name": f"rank {self.rank}"}},
+               {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": pid,
+                "args": {"sort_index": self.rank}},
                {"name": name, "cat": "collective" if builtin else "dispatch", "ph": "X",
-                "pid": pid, "tid": MAIN_TID, "ts": us(dt.t0), "dur": round(us(dt.t1) - us(dt.t0), 3),
+                "pid": pid, "tid": pid + MAIN_TID, "ts": us(dt.t0),
+                "dur": round(us(dt.t1) - us(dt.t0), 3),
                 "args": {"dispatch": dt.k, "function": dt.fname, "line": line}}]
         tids = {MAIN_TID}
         for (ename, cat, tid, t0, t1, args) in dt.events:
             tids.add(tid)
             if t1 is None:
                 evs.append({"name": ename, "cat": cat, "ph": "i", "s": "t", "pid": pid,
-                            "tid": tid, "ts": us(t0), "args": args})
+                            "tid": pid + tid, "ts": us(t0), "args": args})
             else:
-                evs.append({"name": ename, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
-                            "ts": us(t0), "dur": max(round(us(t1) - us(t0), 3), 0.0), "args": args})
+                evs.append({"name": ename, "cat": cat, "ph": "X", "pid": pid, "tid": pid + tid,
+                            "ts": us(t0), "dur": max(round(us(t1) - us(t0), 3), 0.0),
+                            "args": args})
         if self.rec.deps:
             evs.extend(_dependency_flows(evs))
         for tid in sorted(tids):
-            evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+            evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": pid + tid,
                         "args": {"name": self.rec.threads.get(tid, f"thread {tid}")}})
         return {"traceEvents": evs, "displayTimeUnit": "ns",
-                "otherData": {"schema": T.SCHEMA, "rank": pid, "dispatch": dt.k,
+                "otherData": {"schema": T.SCHEMA, "rank": self.rank, "dispatch": dt.k,
                               "function": dt.fname}}
 
 

@@ -33,10 +33,20 @@ from .rank import RankContext
 
 now = time.perf_counter_ns          # CLOCK_MONOTONIC: one clock for every rank process
 
-MAIN_TID = 0                        # the rank's dispatch thread
-CORE_TID = 1                        # + core index
-WATCHER_TID = 1000                  # + watcher index
-DEFERRED_TID = 999                  # conditions already true when the waiter's body ended
+# A rank is a process of the trace and its tracks are threads, numbered as a
+# kernel numbers them: thread ids unique across processes, the main thread's
+# equal to its process id, nothing 0 (Perfetto keys threads by tid and takes
+# pid / tid 0 for the idle process).  Track ids below are local: the trace
+# adds the rank's ``pid_of``.
+PID_STRIDE = 4096
+MAIN_TID = 0                        # the rank's dispatch thread (tid == pid)
+CORE_TID = 1                        # + core index (at most 256 cores)
+WATCHER_TID = 1024                  # + watcher index (at most 64 + one per core)
+DEFERRED_TID = PID_STRIDE - 1       # conditions already true when the waiter's body ended
+
+
+def pid_of(rank: int) -> int:
+    return (rank + 1) * PID_STRIDE
 
 CMP_NAMES = {CMP_EQ: "Eq", CMP_GE: "Ge", CMP_GE + 1: "GeU"}
 
@@ -345,7 +355,8 @@ class TracingRankContext(RankContext):
         key, label = rec.cell_key(target, int(peer), offsets)
         rec.slice(self, "pld.system.notify", "notify", t0,
                   {"cell": label, "cell_key": list(key), "op": op_name(op), "value": int(value),
-                   "result": int(new), "peer": int(peer), "line": rec.line()})
+                   "result": int(new), "peer": int(peer), "rank": rec.rank,
+                   "line": rec.line()})
 
     def wait(self, signal, offsets, expected, cmp, _loc=-1):
         rec = self._trace

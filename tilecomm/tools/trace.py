@@ -5,8 +5,9 @@ The format is the Chrome trace-event JSON that ui.perfetto.dev and
 chrome://tracing open: ``{"traceEvents": [...]}`` with ``ph: "X"`` slices
 (``ts`` / ``dur`` in microseconds), ``ph: "i"`` instants, ``ph: "M"`` process
 and thread names, and ``ph: "s"`` / ``ph: "f"`` flow events drawn as arrows.
-One process (``pid``) per rank, one thread (``tid``) per track of that rank:
-its dispatch thread, each scheduler core, each deferred-condition watcher.
+One process (``pid``) per rank, named ``rank <r>``, one thread (``tid``)
+per track of that rank: its dispatch thread, each scheduler core, each
+deferred-condition watcher.
 
 This module works on plain event dictionaries only; the runtime records them
 (``runtime/tracing.py``) and writes one file per rank and dispatch.
@@ -139,7 +140,8 @@ def merge(rank_traces: list, *, title: str = "") -> dict:
             unmatched += 1
             continue
         label = _flow_label(n, w)
-        w["args"]["released_by"] = {"rank": n["pid"], "ts": n["ts"], "op": n["args"]["op"],
+        w["args"]["released_by"] = {"rank": n["args"].get("rank", n["pid"]), "ts": n["ts"],
+                                    "op": n["args"]["op"],
                                     "value": n["args"]["value"],
                                     "result": n["args"]["result"], "line": n["args"].get("line")}
         # each end binds to the slice enclosing its timestamp on its track
