@@ -307,7 +307,7 @@ class RankArtefacts:
         for tid in sorted(tids):
             evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": pid + tid,
                         "args": {"name": self.rec.threads.get(tid, f"thread {tid}")}})
-        return {"traceEvents": evs, "displayTimeUnit": "ns",
+        return {"traceEvents": evs,
                 "otherData": {"schema": T.SCHEMA, "rank": self.rank, "dispatch": dt.k,
                               "function": dt.fname}}
 

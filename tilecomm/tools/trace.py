@@ -151,7 +151,7 @@ def merge(rank_traces: list, *, title: str = "") -> dict:
                       "pid": w["pid"], "tid": w["tid"],
                       "ts": max(w["ts"], _end(w) - 0.001)})
     events.extend(flows)
-    return {"traceEvents": events, "displayTimeUnit": "ns",
+    return {"traceEvents": events,
             "otherData": {"schema": SCHEMA, "title": title, "flows": len(flows) // 2,
                           "other_flows": len(ids), "unmatched_releases": unmatched}}
 
