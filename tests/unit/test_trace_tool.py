@@ -79,6 +79,7 @@ def test_merge_draws_one_arrow_per_matched_release_and_names_the_notify():
                           wait(1, 30, 1, (1, 1, 0), "Eq", 4)]}
     m = T.merge([r0, r1, r0])
     assert not T.problems(m)
+    assert set(m) == {"traceEvents", "otherData"}     # ts in µs: no displayTimeUnit
     flows = [e for e in m["traceEvents"] if e["ph"] in "sf"]
     # r0 given twice: its metadata is deduplicated, its wait counted twice
     assert len([e for e in m["traceEvents"] if e["ph"] == "M"]) == 2

@@ -3,7 +3,8 @@ released each wait, and one merged trace of the whole call.
 
 The format is the Chrome trace-event JSON that ui.perfetto.dev and
 chrome://tracing open: ``{"traceEvents": [...]}`` with ``ph: "X"`` slices
-(``ts`` / ``dur`` in microseconds), ``ph: "i"`` instants, ``ph: "M"`` process
+(``ts`` / ``dur`` in microseconds; no ``displayTimeUnit``, which some readers
+take for the unit of ``ts``), ``ph: "i"`` instants, ``ph: "M"`` process
 and thread names, and ``ph: "s"`` / ``ph: "f"`` flow events drawn as arrows.
 One process (``pid``) per rank, named ``rank <r>``, one thread (``tid``)
 per track of that rank: its dispatch thread, each scheduler core, each
