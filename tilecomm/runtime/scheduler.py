@@ -322,7 +322,7 @@ class Scheduler:
         read = self.rc.transport.read_cell
         held = all((read(cell) & 0xFFFFFFFF) >= expected for cell, expected, _ in conds)
         if held and self.trace is not None:
-            self.trace.conditions_held(conds)
+            self.trace.conditions_held(conds, read)
         return held
 
     def _complete(self, t):

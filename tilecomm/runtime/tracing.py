@@ -186,18 +186,21 @@ class Recorder:
             got = self._cells[k] = ((view.buffer.id, g, flat), label)
         return got
 
-    def conditions_held(self, conds) -> None:
+    def conditions_held(self, conds, read) -> None:
         """Deferred conditions already true when the waiter's body ended (the
-        scheduler completes the TaskId at once, no watcher involved)."""
+        scheduler completes the TaskId at once, no watcher involved); each
+        slice spans reading the cell again for its observed value."""
         d = self.current
         if d is None:
             return
-        t = now()
         for cell, expected, record in conds:
             key, label = self.cell_keys.get(cell, ((record.buffer, -1, record.index), "?"))
-            d.events.append(("pld.system.defer_wait release", "deferred", DEFERRED_TID, t, t,
+            t0 = now()
+            observed = int(read(cell))
+            d.events.append(("pld.system.defer_wait release", "deferred", DEFERRED_TID, t0,
+                             max(now(), t0 + 1),
                              {"cell": label, "cell_key": list(key), "cmp": "GeU",
-                              "expected": int(expected), "observed": None,
+                              "expected": int(expected), "observed": observed,
                               "line": self.line(record.loc)}))
         self.threads.setdefault(DEFERRED_TID, "deferred conditions")
 
