@@ -48,6 +48,7 @@ DEFERRED_TID = PID_STRIDE - 1       # conditions already true when the waiter's 
 def pid_of(rank: int) -> int:
     return (rank + 1) * PID_STRIDE
 
+
 CMP_NAMES = {CMP_EQ: "Eq", CMP_GE: "Ge", CMP_GE + 1: "GeU"}
 
 
@@ -98,16 +99,16 @@ class Recorder:
         self.cell_keys: dict = {}      # transport cell handle -> (key, label)
         self._cells: dict = {}         # (buffer, member, shape, offsets) -> (key, label)
         self.image = None
-        self._lines: dict = {}
+        self._lines: dict = {}          # span index (>= 0) / -1 - lowered line -> text
+        self._tracker = None            # the task graph's dependency tracker, per dispatch
 
     # ------------------------------------------------------------ dispatches
     def begin_dispatch(self, k: int, fname: str, image) -> DispatchTrace:
         d = self.current = DispatchTrace(k, fname)
         if image is not self.image:
-            self._lines: dict = {}      # span index (>= 0) / -1 - lowered line -> text
+            self._lines = {}
         self.image = image
         self._tracker = Tracker() if self.graph else None
-        self._nodes: dict = {}
         self._in_flight = self._peak = self._submitted = 0
         d.t0 = now()
         return d
@@ -116,7 +117,6 @@ class Recorder:
         d = self.current
         d.t1 = now()
         self._tracker = None            # holds views of this call's memory
-        self._nodes = {}
         self.dispatches.append(d)
         self.current = None
         return d
@@ -221,7 +221,7 @@ class Recorder:
             for i in (dep.ravel().tolist() if hasattr(dep, "ravel") else (dep,)):
                 if int(i) >= 1:
                     d.edges.setdefault((int(i), tid), set()).add("explicit")
-        node = self._nodes[tid] = _Node(tid)
+        node = _Node(tid)
         preds: set = set()
         for value, mode, offs, ext in acc:
             a = base_array(value)
