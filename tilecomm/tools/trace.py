@@ -131,8 +131,10 @@ def merge(rank_traces: list, *, title: str = "") -> dict:
                 seen_meta.add(key)
             if ph in ("s", "f"):             # a file's own arrows: ids unique per file
                 events.append(dict(ev, id=ids.setdefault((j, ev["id"]), len(ids) + 1)))
-                continue
-            events.append(dict(ev, args=dict(ev.get("args", {}))))
+            elif ev.get("cat") in RELEASE_CATS:  # gets released_by: a copy, inputs stay
+                events.append(dict(ev, args=dict(ev["args"])))
+            else:
+                events.append(ev)
     flows = []
     unmatched = 0
     for i, (n, w) in enumerate(match_releases(events), start=len(ids)):
