@@ -17,7 +17,7 @@ import pytest
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from conftest import children, config_for
-from tilecomm.errors import RuntimeFault
+from tilecomm.errors import DeadlockError, RuntimeFault
 
 NR = pl.dynamic("NR")
 N = 8
@@ -435,3 +435,50 @@ def test_deferred_conditions_have_arrows_from_the_publisher(tmp_path, n):
         assert nt["args"]["cell_key"] == rel["args"]["cell_key"]
     stores = [e for e in evs if e["ph"] == "X" and e["name"] == "pld.remote_store"]
     assert sorted(e["pid"] for e in stores) == list(range(n))
+
+
+# ------------------------------------------------------------------ a run that deadlocks
+@pl.jit.incore
+def wait_forever(count: pl.Out[pl.Tensor[[1, 1], pl.INT32]], sig: SIG) -> pl.Tensor[[1, 1], pl.INT32]:
+    ctx = pld.get_comm_ctx(sig)
+    me = pld.rank(ctx)
+    n = pld.nranks(ctx)
+    pld.system.notify(sig, (me + 1) % n, [0, 0], 1, op=ADD)
+    pld.system.wait(sig, [0, 0], 2, cmp=GE)          # one credit only ever arrives
+    pl.write(count, [0, 0], pl.read(sig, [0, 0]))
+    return count
+
+
+@pl.jit
+def stuck_chip(count: pl.Out[pl.Tensor[[1, 1], pl.INT32]], sig: SIG):
+    return wait_forever(count, sig)
+
+
+@pl.jit.host
+def stuck_main(counts: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
+    sbuf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        stuck_chip(counts[r], pld.window(sbuf, [1, 1], dtype=pl.INT32), device=r)
+    return counts
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_deadlocked_run_still_leaves_a_trace_of_what_happened(tmp_path, n):
+    counts = np.zeros((n, 1, 1), np.int32)
+    cp = compiled(stuck_main, tmp_path, n, counts)
+    with pytest.raises(DeadlockError) as ei:
+        cp(counts, config=config_for(n, enable_chip_swimlane=True))
+    assert ei.value.trace_path == cp.trace_path
+    evs = check_schema(json.load(open(cp.trace_path)), n)
+    blocked = [e for e in evs if e["ph"] == "X" and e["cat"] == "blocked"]
+    assert sorted(e["pid"] for e in blocked) == list(range(n))
+    for b in blocked:
+        a = b["args"]
+        assert (a["cmp"], a["expected"], a["observed"]) == ("Ge", 2, 1)
+        assert b["name"] == "pld.system.wait (never released)"
+    # the credits that did arrive: one notify per rank, no arrow into a blocked wait
+    assert len([e for e in evs if e["ph"] == "X" and e["cat"] == "notify"]) == n
+    assert not [e for e in evs if e["ph"] in "sf"]
+    disp = [e for e in evs if e["ph"] == "X" and e["cat"] == "dispatch"]
+    assert sorted(e["pid"] for e in disp) == list(range(n))
+    assert all(e["args"]["finished"] is False for e in disp)

@@ -135,6 +135,15 @@ class RunArtefacts:
         for r in range(ranks.world):
             ranks.send(r, BeginRun(self.settings))
 
+    def salvage(self):
+        """The run failed and its ranks are gone: merge what they wrote before
+        they exited (the path, or None).  Never raises: the run's own error
+        is what the caller reports."""
+        try:
+            return self.end()
+        except Exception:
+            return None
+
     def end(self):
         """Every rank reported the run done (its files are written): merge
         the swimlanes into one trace of the call."""
@@ -200,11 +209,13 @@ class RankArtefacts:
         rec = self.rec
         if rec is not None:
             rec.begin_dispatch(k, fname, image)
+        finished = False
         try:
             fn(*call_args)
+            finished = True
         finally:
             if rec is not None:
-                rec.end_dispatch()
+                rec.end_dispatch(finished)
         if names is not None:
             self._dump(d, "after", names, vals)
 
@@ -231,6 +242,15 @@ class RankArtefacts:
                     json.dump(manifest, f, indent=1)
         except OSError as e:
             raise _unwritable(out, e) from None
+
+    def salvage(self):
+        """The run failed or was aborted on this rank: write what was recorded
+        (the controller merges it into the call's trace).  Never raises: the
+        rank is on its way out."""
+        try:
+            self.finish()
+        except BaseException:
+            pass
 
     def finish(self):
         """The run ended on this rank: write its files, then put the rank's
@@ -291,7 +311,8 @@ class RankArtefacts:
                {"name": name, "cat": "collective" if builtin else "dispatch", "ph": "X",
                 "pid": pid, "tid": pid + MAIN_TID, "ts": us(dt.t0),
                 "dur": round(us(dt.t1) - us(dt.t0), 3),
-                "args": {"dispatch": dt.k, "function": dt.fname, "line": line}}]
+                "args": {"dispatch": dt.k, "function": dt.fname, "line": line,
+                         "finished": dt.finished}}]
         tids = {MAIN_TID}
         for (ename, cat, tid, t0, t1, args) in dt.events:
             tids.add(tid)

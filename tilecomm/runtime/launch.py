@@ -218,6 +218,8 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
         codes = ranks.abort(run)           # stop every rank before its segments go
         if isinstance(e, TilecommError):
             e.exit_codes = codes           # how each rank ended (messages.EXIT_*, -signal)
+            if artefacts is not None:      # the ranks wrote what they recorded: merge it
+                e.trace_path = artefacts.salvage()
         raise
     finally:
         run.release()

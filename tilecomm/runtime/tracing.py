@@ -50,6 +50,7 @@ def pid_of(rank: int) -> int:
 
 
 CMP_NAMES = {CMP_EQ: "Eq", CMP_GE: "Ge", CMP_GE + 1: "GeU"}
+BLOCKED_CAT = "blocked"             # a wait the run ended in (deadlock, failure elsewhere)
 
 
 def op_name(op) -> str:
@@ -59,7 +60,7 @@ def op_name(op) -> str:
 class DispatchTrace:
     """What one dispatch recorded."""
 
-    __slots__ = ("k", "fname", "events", "tasks", "edges", "scopes", "t0", "t1")
+    __slots__ = ("k", "fname", "events", "tasks", "edges", "scopes", "t0", "t1", "finished")
 
     def __init__(self, k, fname):
         self.k, self.fname = k, fname
@@ -68,6 +69,7 @@ class DispatchTrace:
         self.edges: dict = {}           # (pred, succ) -> set of kinds
         self.scopes: list = []          # scope statistics (dicts)
         self.t0 = self.t1 = 0
+        self.finished = False           # False: it raised or the call was aborted
 
 
 class _Node:
@@ -113,9 +115,10 @@ class Recorder:
         d.t0 = now()
         return d
 
-    def end_dispatch(self) -> DispatchTrace:
+    def end_dispatch(self, finished: bool = True) -> DispatchTrace:
         d = self.current
         d.t1 = now()
+        d.finished = finished
         self._tracker = None            # holds views of this call's memory
         self.dispatches.append(d)
         self.current = None
@@ -366,13 +369,20 @@ class TracingRankContext(RankContext):
         if not rec.comm:
             return RankContext.wait(self, signal, offsets, expected, cmp, _loc)
         t0 = now()
-        RankContext.wait(self, signal, offsets, expected, cmp, _loc)
-        cell = signal.cells[(signal.rank, offsets)]
-        key, label = rec.cell_key(signal, signal.rank, offsets)
-        rec.slice(self, "pld.system.wait", "wait", t0,
-                  {"cell": label, "cell_key": list(key), "cmp": CMP_NAMES[int(cmp)],
-                   "expected": int(expected), "observed": int(self.transport.read_cell(cell)),
-                   "line": rec.line(_loc)})
+        name, cat = "pld.system.wait", "wait"
+        try:
+            RankContext.wait(self, signal, offsets, expected, cmp, _loc)
+        except BaseException:           # aborted (or failed) while blocked: say so
+            name, cat = "pld.system.wait (never released)", BLOCKED_CAT
+            raise
+        finally:
+            cell = signal.cells.get((signal.rank, offsets))
+            key, label = rec.cell_key(signal, signal.rank, offsets)
+            rec.slice(self, name, cat, t0,
+                      {"cell": label, "cell_key": list(key), "cmp": CMP_NAMES[int(cmp)],
+                       "expected": int(expected),
+                       "observed": None if cell is None else int(self.transport.read_cell(cell)),
+                       "line": rec.line(_loc)})
 
     def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
         RankContext.defer_wait(self, signal, offsets, expected, cmp, _loc)
@@ -390,13 +400,20 @@ class TracingRankContext(RankContext):
         if not rec.comm:
             return RankContext.wait_cell(self, cell, cmp, expected, record)
         t0 = now()
-        RankContext.wait_cell(self, cell, cmp, expected, record)
-        key, label = rec.cell_keys.get(cell, ((record.buffer, -1, record.index), "?"))
-        rec.slice(self, "pld.system.defer_wait release", "deferred", t0,
-                  {"cell": label, "cell_key": list(key), "cmp": CMP_NAMES.get(int(cmp), "GeU"),
-                   "expected": int(expected), "observed": int(self.transport.read_cell(cell)),
-                   "task_id": self.task.tid if self.task is not None else None,
-                   "line": rec.line(record.loc)})
+        name, cat = "pld.system.defer_wait release", "deferred"
+        try:
+            RankContext.wait_cell(self, cell, cmp, expected, record)
+        except BaseException:           # aborted while the condition was pending
+            name, cat = "pld.system.defer_wait (never released)", BLOCKED_CAT
+            raise
+        finally:
+            key, label = rec.cell_keys.get(cell, ((record.buffer, -1, record.index), "?"))
+            rec.slice(self, name, cat, t0,
+                      {"cell": label, "cell_key": list(key),
+                       "cmp": CMP_NAMES.get(int(cmp), "GeU"), "expected": int(expected),
+                       "observed": int(self.transport.read_cell(cell)),
+                       "task_id": self.task.tid if self.task is not None else None,
+                       "line": rec.line(record.loc)})
 
     remote_load = _timed("remote_load", "pld.tile.remote_load", "rma", _peer)
     remote_store = _timed("remote_store", "pld.remote_store", "rma", _store)

@@ -106,6 +106,8 @@ def worker_main(rank: int, ranks, conn) -> int:
             hosts.close()
             continue
         if control.aborted():               # a peer failed: run nothing more
+            if dfx is not None:
+                dfx.salvage()
             return M.EXIT_ABORTED
         image = images[msg.image_key]
         fname = msg.fname
@@ -131,11 +133,15 @@ def worker_main(rank: int, ranks, conn) -> int:
                 else:
                     dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image)
         except RankAborted:
+            if dfx is not None:             # what was recorded up to the abort
+                dfx.salvage()
             return M.EXIT_ABORTED
         except BaseException as e:                       # report, then stop this rank
             control.set_state(rank, C.FAILED)
             summary, text, (etype, code, span) = format_failure(e, image, msg.loc)
             M.send(conn, M.Failed(rank, fname, summary, text, etype, code, span))
+            if dfx is not None:
+                dfx.salvage()
             return M.EXIT_FAILED
         # publish progress for host-tensor dependencies of other ranks
         control.publish_done(rank, msg.seq)
