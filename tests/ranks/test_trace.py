@@ -17,7 +17,7 @@ import pytest
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from conftest import children, config_for
-from tilecomm.errors import DeadlockError, RuntimeFault
+from tilecomm.errors import DeadlockError, RankFailure, RuntimeFault
 
 NR = pl.dynamic("NR")
 N = 8
@@ -482,3 +482,45 @@ def test_a_deadlocked_run_still_leaves_a_trace_of_what_happened(tmp_path, n):
     disp = [e for e in evs if e["ph"] == "X" and e["cat"] == "dispatch"]
     assert sorted(e["pid"] for e in disp) == list(range(n))
     assert all(e["args"]["finished"] is False for e in disp)
+
+
+@pl.jit.incore
+def last_rank_faults(count: pl.Out[pl.Tensor[[1, 1], pl.INT32]], sig: SIG) -> pl.Tensor[[1, 1], pl.INT32]:
+    ctx = pld.get_comm_ctx(sig)
+    me = pld.rank(ctx)
+    n = pld.nranks(ctx)
+    if me == n - 1:
+        pld.system.notify(sig, n + 5, [0, 0], 1, op=ADD)       # no such peer: this rank fails
+    pld.system.wait(sig, [0, 0], 1, cmp=GE)
+    pl.write(count, [0, 0], pl.read(sig, [0, 0]))
+    return count
+
+
+@pl.jit
+def faulty_chip(count: pl.Out[pl.Tensor[[1, 1], pl.INT32]], sig: SIG):
+    return last_rank_faults(count, sig)
+
+
+@pl.jit.host
+def faulty_main(counts: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
+    sbuf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        faulty_chip(counts[r], pld.window(sbuf, [1, 1], dtype=pl.INT32), device=r)
+    return counts
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_rank_failure_still_leaves_a_trace(tmp_path, n):
+    counts = np.zeros((n, 1, 1), np.int32)
+    cp = compiled(faulty_main, tmp_path, n, counts)
+    with pytest.raises(RankFailure) as ei:
+        cp(counts, config=config_for(n, enable_chip_swimlane=2))
+    assert ei.value.rank == n - 1
+    assert ei.value.trace_path == cp.trace_path
+    evs = check_schema(json.load(open(cp.trace_path)), n)
+    disp = {e["pid"]: e for e in evs if e["ph"] == "X" and e["cat"] == "dispatch"}
+    assert disp[n - 1]["args"]["finished"] is False
+    # the others were aborted in their waits (if they got that far before the abort)
+    for e in evs:
+        if e["ph"] == "X" and e["cat"] in ("wait", "blocked"):
+            assert e["pid"] != n - 1 and e["cat"] == "blocked"
