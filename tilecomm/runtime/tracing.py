@@ -84,7 +84,10 @@ class _Node:
 class Recorder:
     """Per rank and run: the events of each dispatch, appended from the
     rank's thread, its cores and its watchers (``list.append`` is atomic;
-    counters take ``lock``)."""
+    counters take ``lock``).  An event holds only strings, numbers and
+    tuples of them, never a list: the garbage collector then stops tracking
+    it, and a long trace does not make every collection of the program
+    slower."""
 
     def __init__(self, rank: int, swimlane: int, graph: bool, stats: bool):
         self.rank = rank
@@ -202,7 +205,7 @@ class Recorder:
             observed = int(read(cell))
             d.events.append(("pld.system.defer_wait release", "deferred", DEFERRED_TID, t0,
                              max(now(), t0 + 1),
-                             {"cell": label, "cell_key": list(key), "cmp": "GeU",
+                             {"cell": label, "cell_key": key, "cmp": "GeU",
                               "expected": int(expected), "observed": observed,
                               "line": self.line(record.loc)}))
         self.threads.setdefault(DEFERRED_TID, "deferred conditions")
@@ -274,7 +277,7 @@ class TracedScope:
                             "line": line}
                     if rec.deps and t is not None:
                         # the scheduler's own edges: the tasks this one waited for
-                        info["after"] = [p.tid for p in t.preds]
+                        info["after"] = tuple(p.tid for p in t.preds)
                     rec.slice(ctx, name, "task", t0, info)
                 rec.block_done()
 
@@ -331,7 +334,7 @@ def _peer(*a, **k):
 
 
 def _store(src, target, peer, *a, **k):
-    return {"peer": int(peer), "shape": list(np.shape(src))}
+    return {"peer": int(peer), "shape": tuple(np.shape(src))}
 
 
 def _collective(*a, **k):
@@ -360,7 +363,7 @@ class TracingRankContext(RankContext):
         new = self._signal(cell, op, value)
         key, label = rec.cell_key(target, int(peer), offsets)
         rec.slice(self, "pld.system.notify", "notify", t0,
-                  {"cell": label, "cell_key": list(key), "op": op_name(op), "value": int(value),
+                  {"cell": label, "cell_key": key, "op": op_name(op), "value": int(value),
                    "result": int(new), "peer": int(peer), "rank": rec.rank,
                    "line": rec.line()})
 
@@ -379,7 +382,7 @@ class TracingRankContext(RankContext):
             cell = signal.cells.get((signal.rank, offsets))
             key, label = rec.cell_key(signal, signal.rank, offsets)
             rec.slice(self, name, cat, t0,
-                      {"cell": label, "cell_key": list(key), "cmp": CMP_NAMES[int(cmp)],
+                      {"cell": label, "cell_key": key, "cmp": CMP_NAMES[int(cmp)],
                        "expected": int(expected),
                        "observed": None if cell is None else int(self.transport.read_cell(cell)),
                        "line": rec.line(_loc)})
@@ -392,7 +395,7 @@ class TracingRankContext(RankContext):
             key, label = rec.cell_key(signal, signal.rank, offsets)
             rec.cell_keys[cell] = (key, label)
             rec.instant(self, "pld.system.defer_wait", "defer",
-                        {"cell": label, "cell_key": list(key), "cmp": "GeU",
+                        {"cell": label, "cell_key": key, "cmp": "GeU",
                          "expected": int(expected), "line": rec.line(_loc)})
 
     def wait_cell(self, cell, cmp, expected, record):
@@ -409,7 +412,7 @@ class TracingRankContext(RankContext):
         finally:
             key, label = rec.cell_keys.get(cell, ((record.buffer, -1, record.index), "?"))
             rec.slice(self, name, cat, t0,
-                      {"cell": label, "cell_key": list(key),
+                      {"cell": label, "cell_key": key,
                        "cmp": CMP_NAMES.get(int(cmp), "GeU"), "expected": int(expected),
                        "observed": int(self.transport.read_cell(cell)),
                        "task_id": self.task.tid if self.task is not None else None,
