@@ -24,10 +24,10 @@ from .ir.annotations import annotation_type
 from .ir.functions import KernelFunction, ProgramClass
 from .ir.types import IN, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
+from .runtime.artefacts import merged_trace_path
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
-from .runtime.artefacts import merged_trace_path
 from .runtime.launch import launch
 from .runtime.prepared import DistributedWorker
 from .verify import verify
