@@ -28,6 +28,7 @@ from .ir.functions import KernelFunction, ProgramClass
 from .ir.kinds import SUBWORKER
 from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
+from .runtime.artefacts import merged_trace_path
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
@@ -253,6 +254,7 @@ class CompiledProgram:
             except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
                 warnings.warn(f"build not saved under {self.output_dir}: {e}", RuntimeWarning,
                               stacklevel=2)
+        exe.output_dir = self.output_dir        # where run artefacts go (settable per program)
         return exe
 
     from_dir = staticmethod(builds.from_dir)
@@ -281,6 +283,12 @@ class CompiledProgram:
             elif isinstance(pt, ScalarType) and not isinstance(t, ScalarType):
                 raise ArgumentError(f"parameter '{n}' expects a scalar; got a tensor",
                                     span=p.span)
+
+    @property
+    def trace_path(self) -> str:
+        """Where a call with ``RunConfig(enable_chip_swimlane=...)`` writes the
+        merged Perfetto trace of the call (see runtime/artefacts.py)."""
+        return merged_trace_path(self.output_dir)
 
     def executables(self) -> list:
         """Specialisations compiled so far."""

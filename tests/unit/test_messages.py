@@ -17,6 +17,7 @@ SAMPLES = [
     M.Batch(messages=(M.Dispatch(image_key=1, fname="f", seq=1, args=(), deps=(), loc=0),
                       M.EndRun(keep_windows=True), M.Shutdown())),
     M.Shutdown(),
+    M.BeginRun(settings=("dfx_outputs", 4, 2)),
     M.Done(rank=3),
     M.Failed(rank=1, fname="chip", summary="ValueError: bad", text="Traceback ...",
              error_type="ValueError", error_code="TC503", span=Span("p.py", 4, 5, "f")),

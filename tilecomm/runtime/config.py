@@ -5,9 +5,11 @@ runtimes with different settings can live in one process."""
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Span
 from ..transport import TRANSPORTS
 
 
@@ -109,8 +111,16 @@ class RunConfig:
     ring_task_window: int | tuple | None = None
     ring_heap: int | tuple | None = None
     ring_dep_pool: int | tuple | None = None
+    # run artefacts (reference 5.1), per dispatch: see runtime/artefacts.py
+    enable_chip_swimlane: int | bool = 0
+    enable_dump_args: int = 0
+    enable_pmu: int = 0
+    enable_dep_gen: bool = False
+    enable_scope_stats: bool = False
+    enable_l2_swimlane: int | bool | None = None      # deprecated name of enable_chip_swimlane
 
     def __post_init__(self):
+        _check_dfx(self)
         if self.platform not in PLATFORMS:
             raise ConfigError(f"RunConfig.platform must be one of {sorted(PLATFORMS)}, got "
                               f"{self.platform!r}", code="TC402")
@@ -142,6 +152,12 @@ class RunConfig:
         if self.transport is not None and self.transport not in TRANSPORT_NAMES:
             raise ConfigError(f"RunConfig.transport must be one of {list(TRANSPORT_NAMES)}, got "
                               f"{self.transport!r}", code="TC402")
+
+    @property
+    def dfx_enabled(self) -> bool:
+        """Whether a dispatch with this config writes run artefacts."""
+        return bool(self.enable_chip_swimlane or self.enable_dump_args or self.enable_dep_gen
+                    or self.enable_scope_stats)
 
     def resolved_transport(self) -> str:
         if self.transport is not None:
@@ -195,6 +211,74 @@ def _ring_sizing(name, v):
         return tuple(v)
     raise ConfigError(f"RunConfig.{name} must be a positive int or a list of {RING_LEVELS} "
                       f"positive ints, got {v!r}", code="TC402")
+
+
+# ---------------------------------------------------------------- DFX fields
+def _user_span():
+    """Where the user built this RunConfig: the first frame outside tilecomm
+    and dataclasses (errors about a config point at the constructor call)."""
+    f = sys._getframe(1)
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (os.path.abspath(fn).startswith(pkg + os.sep) or fn.startswith("<")):
+            col = 1
+            try:
+                pos = list(f.f_code.co_positions())[f.f_lasti // 2]
+                col = (pos[2] or 0) + 1
+            except (AttributeError, IndexError, TypeError):
+                pass
+            return Span(fn, f.f_lineno, col, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+def _dfx_error(message, code="TC440", hint=None):
+    return ConfigError(message, code=code, span=_user_span(), hint=hint)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_dfx(cfg) -> None:
+    """Validate (and normalise) the DFX fields of a RunConfig."""
+    old = cfg.enable_l2_swimlane
+    if old is not None:
+        warnings.warn("RunConfig.enable_l2_swimlane is deprecated; use enable_chip_swimlane",
+                      DeprecationWarning, stacklevel=4)
+        if cfg.enable_chip_swimlane not in (0, False) and cfg.enable_chip_swimlane != old:
+            raise _dfx_error(f"RunConfig.enable_l2_swimlane={old!r} (deprecated) contradicts "
+                             f"enable_chip_swimlane={cfg.enable_chip_swimlane!r}",
+                             hint="set only enable_chip_swimlane")
+        object.__setattr__(cfg, "enable_chip_swimlane", old)
+        object.__setattr__(cfg, "enable_l2_swimlane", None)
+    lane = cfg.enable_chip_swimlane
+    if isinstance(lane, bool):
+        object.__setattr__(cfg, "enable_chip_swimlane", 4 if lane else 0)
+    elif not (_is_int(lane) and 0 <= lane <= 4):
+        raise _dfx_error(f"RunConfig.enable_chip_swimlane must be an int in [0, 4] or a bool "
+                         f"(True = 4), got {lane!r}")
+    dump = cfg.enable_dump_args
+    if not (_is_int(dump) and dump in (0, 1, 2)):
+        raise _dfx_error(f"RunConfig.enable_dump_args must be 0, 1 or 2, got {dump!r}")
+    if dump == 1:
+        raise _dfx_error("RunConfig.enable_dump_args=1 dumps the tensors tagged with dumps=, "
+                         "but on the CPU those tags are not carried to the ranks",
+                         code="TC442",
+                         hint="enable_dump_args=2 dumps every argument of every dispatch")
+    pmu = cfg.enable_pmu
+    if not _is_int(pmu) or pmu < 0:
+        raise _dfx_error(f"RunConfig.enable_pmu must be a non-negative int, got {pmu!r}")
+    if pmu:
+        raise _dfx_error(f"RunConfig.enable_pmu={pmu}: a CPU has no AICore PMU counters to "
+                         f"sample", code="TC441",
+                         hint="enable_chip_swimlane records per-task and per-op timing")
+    for name in ("enable_dep_gen", "enable_scope_stats"):
+        v = getattr(cfg, name)
+        if not isinstance(v, bool) and v not in (0, 1):
+            raise _dfx_error(f"RunConfig.{name} must be a bool, got {v!r}")
+        object.__setattr__(cfg, name, bool(v))
 
 
 def from_env() -> dict:

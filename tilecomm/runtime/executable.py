@@ -105,6 +105,7 @@ class Executable:
         # SubWorker function -> (its Python name, its Python function, whether
         # its body is only ``...`` and a callback must be bound)
         self.sub_workers = dict(sub_workers or {})
+        self.output_dir = None          # the program's build / run-artefact directory
 
     def span(self, loc):
         return self.image.span(loc)

@@ -27,6 +27,7 @@ from . import control as C
 from . import taskplane
 from . import forking, hostfaults
 from .arguments import ArgumentPool, check_arguments, copy_back, map_result, share_arguments
+from .artefacts import RunArtefacts
 from .host import HostRuntime
 from .launcher import ForkLauncher
 from .messages import Batch, EndRun, LoadImage, Shutdown
@@ -178,6 +179,7 @@ class Run:
         self._outbox: list = [[] for _ in range(ranks.world)]
         self._pooled: list = []
         self.outcome = None                 # what finish() needs, once begin() succeeded
+        self.artefacts = None               # run artefacts (artefacts.RunArtefacts), if asked
 
     def argument_segment(self, nbytes: int):
         """A segment for a host tensor argument: from the ranks' pool if they
@@ -264,6 +266,7 @@ def begin(ranks: Ranks, executable, args: list, config, last: bool = False, call
     runs, and every member of a domain enters the same collectives in every
     run, so the per-buffer counts stay equal among them."""
     run = Run(ranks, executable, config, callbacks)
+    run.artefacts = RunArtefacts.begin(executable, config)   # None unless the config asks
     try:
         ranks.know(executable.image)
         if idle:
@@ -276,6 +279,8 @@ def begin(ranks: Ranks, executable, args: list, config, last: bool = False, call
             ranks.start()
         # after the fork: a transport's service threads must not be forked
         ranks.transport.start_run(run)
+        if run.artefacts is not None:
+            run.artefacts.announce(ranks)
         hr = HostRuntime(run)
         try:
             result = executable.entry(hr, *host_vals)
@@ -306,6 +311,8 @@ def finish(run: Run):
     ranks = run.ranks
     try:
         monitor(run)
+        if run.artefacts is not None:
+            run.artefacts.end()
         result, args, host_vals, copies = run.outcome
         copy_back(copies)
         return map_result(result, args, host_vals)
@@ -321,6 +328,8 @@ def _fail(ranks: Ranks, run: Run, e: BaseException) -> None:
     ranks.failed = True
     if isinstance(e, TilecommError):
         e.exit_codes = codes               # how each rank ended (messages.EXIT_*, -signal)
+        if run.artefacts is not None:      # the ranks wrote what they recorded: merge it
+            e.trace_path = run.artefacts.salvage()
     if run.outcome is None:                # begin() failed: finish() will not release it
         run.release()
 

@@ -60,6 +60,14 @@ class Shutdown:
     """Exit once the queue is drained."""
 
 
+@dataclass(frozen=True)
+class BeginRun:
+    """The run about to start writes run artefacts (``artefacts.DfxSettings``);
+    sent only then, before its first dispatch."""
+
+    settings: object
+
+
 # ---------------------------------------------------------------- from a worker
 @dataclass(frozen=True)
 class Done:
@@ -85,7 +93,7 @@ class Disconnected:
 
 
 # ---------------------------------------------------------------- the wire
-_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed, Batch)
+_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed, Batch, BeginRun)
 _TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
 _BATCH = _TAG[Batch]
 

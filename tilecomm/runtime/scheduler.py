@@ -147,12 +147,16 @@ class Scheduler:
         # RunConfig.ring_task_window: tasks in flight at most; a submission
         # beyond it waits (asleep, as an idle agent) for one to complete
         self.window = task_window
+        self.contexts: list = []        # each thread's copy of the rank's context
+        self.trace = None               # the run's recorder while a traced run lasts
 
     # ------------------------------------------------------------ dispatches
     def begin(self):
         """A dispatch of an orchestration function starts submitting."""
         with self.lock:
             self.failure = None
+            if self.rc.__dict__.get("_trace") is not self.trace:
+                self._follow_trace()
             if not self.core_agents:
                 for _ in range(self.cores):
                     self._thread(self._core, "core", self.core_agents)
@@ -199,6 +203,18 @@ class Scheduler:
             self._idle_agent()
             while self.main_sleeping:
                 self.main_cv.wait()
+
+    def _follow_trace(self):
+        """The rank's context switched to (or back from) its recording class
+        for a traced run: switch every thread's copy too.  Between dispatches
+        no task runs, so no thread is inside one of its methods."""
+        self.trace = trace = self.rc.__dict__.get("_trace")
+        for ctx in self.contexts:
+            ctx.__class__ = type(self.rc)
+            if trace is None:
+                ctx.__dict__.pop("_trace", None)
+            else:
+                ctx._trace = trace
 
     def close(self):
         """End of the orchestration function: wait until every task submitted
@@ -316,7 +332,10 @@ class Scheduler:
         """Every condition already true (a counter that arrived before the
         waiter registered): the TaskId completes at once, no watcher involved."""
         read = self.rc.transport.read_cell
-        return all((read(cell) & 0xFFFFFFFF) >= expected for cell, expected, _ in conds)
+        held = all((read(cell) & 0xFFFFFFFF) >= expected for cell, expected, _ in conds)
+        if held and self.trace is not None:
+            self.trace.conditions_held(conds, read)
+        return held
 
     def _complete(self, t):
         t.state = DONE
@@ -355,6 +374,7 @@ class Scheduler:
         ctx = copy.copy(self.rc)
         ctx.agent = agent
         ctx.sched = self
+        self.contexts.append(ctx)
         th = threading.Thread(target=target, args=(agent, ctx), daemon=True,
                               name=f"tilecomm-{kind}-{agent.index}")
         self.threads.append(th)

@@ -16,6 +16,7 @@ from ..transport.base import WindowKey
 from . import control as C
 from . import messages as M
 from .arguments import HostSegments
+from .artefacts import RankArtefacts
 from .collective_calls import BUILTINS
 from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
@@ -74,6 +75,7 @@ def worker_main(rank: int, ranks, conn) -> int:
 
     threading.Thread(target=reader, daemon=True).start()
     finished = False                        # between the end of a run and the next one
+    dfx = None                              # this run's artefacts, when its config asks
     while True:
         try:
             msg = inbox.get_nowait()
@@ -88,9 +90,22 @@ def worker_main(rank: int, ranks, conn) -> int:
         if isinstance(msg, M.LoadImage):
             images[msg.image.key] = msg.image
             continue
+        if isinstance(msg, M.BeginRun):
+            dfx = RankArtefacts(rank, msg.settings, rc)
+            continue
         control.set_state(rank, C.RUNNING)
         finished = isinstance(msg, M.EndRun)
         if finished:
+            if dfx is not None:             # written before the run is reported done
+                try:
+                    dfx.finish()
+                except BaseException as e:
+                    control.set_state(rank, C.FAILED)
+                    M.send(conn, M.Failed(rank, "run artefacts", f"{type(e).__name__}: {e}",
+                                          f"{type(e).__name__}: {e}", type(e).__name__,
+                                          getattr(e, "code", None), None))
+                    return M.EXIT_FAILED
+                dfx = None
             control.set_state(rank, C.FINISHED)
             M.send(conn, M.Done(rank))
             if not msg.keep_windows:        # persistent windows stay mapped for the next run
@@ -98,6 +113,8 @@ def worker_main(rank: int, ranks, conn) -> int:
             hosts.close()
             continue
         if control.aborted():               # a peer failed: run nothing more
+            if dfx is not None:
+                dfx.salvage()
             return M.EXIT_ABORTED
         image = images[msg.image_key]
         fname = msg.fname
@@ -108,7 +125,10 @@ def worker_main(rank: int, ranks, conn) -> int:
                 rc.func_id = -1
                 vals = [_materialize(a, rank, transport, hosts, None, views, image.key)
                         for a in msg.args]
-                builtin(rc, *vals, msg.loc, True)
+                if dfx is None:
+                    builtin(rc, *vals, msg.loc, True)
+                else:
+                    dfx.dispatch(fname, builtin, (rc, *vals, msg.loc, True), vals, msg.loc, image)
             else:
                 rc.func_id = image.func_names.index(fname)
                 for dep_rank, dep_seq in msg.deps:
@@ -116,13 +136,20 @@ def worker_main(rank: int, ranks, conn) -> int:
                 shapes = image.param_shapes[fname]
                 vals = [_materialize(a, rank, transport, hosts, s, views, image.key)
                         for a, s in zip(msg.args, shapes)]
-                image.function(fname)(rc, *vals)
+                if dfx is None:
+                    image.function(fname)(rc, *vals)
+                else:
+                    dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image)
         except RankAborted:
+            if dfx is not None:             # what was recorded up to the abort
+                dfx.salvage()
             return M.EXIT_ABORTED
         except BaseException as e:                       # report, then stop this rank
             control.set_state(rank, C.FAILED)
             summary, text, (etype, code, span) = format_failure(e, image, msg.loc)
             M.send(conn, M.Failed(rank, fname, summary, text, etype, code, span))
+            if dfx is not None:
+                dfx.salvage()
             return M.EXIT_FAILED
         # publish progress for host-tensor dependencies of other ranks
         control.publish_done(rank, msg.seq)

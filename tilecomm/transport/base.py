@@ -112,9 +112,10 @@ class Endpoint(ABC):
         ``member``'s copy; ranks cache it, so it should be cheap to use."""
 
     @abstractmethod
-    def signal(self, cell, op: int, value: int) -> None:
+    def signal(self, cell, op: int, value: int) -> int:
         """Atomically set (``NOTIFY_SET``) or add to (``NOTIFY_ADD``) a cell and
-        wake whoever sleeps on it."""
+        wake whoever sleeps on it; returns the value the cell took (a trace
+        tells from it which notify released a wait)."""
 
     @abstractmethod
     def read_cell(self, cell) -> int:

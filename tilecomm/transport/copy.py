@@ -222,9 +222,8 @@ class CopyHost(TransportHost):
             np.copyto(self._stages[rank].ndarray(req.dtype, src.shape), src)
             return None
         if isinstance(req, SignalRequest):
-            native.notify_i32(self._seg(req.segment).addr + req.byte_offset, req.op, req.value,
-                              0)
-            return None
+            return native.notify_i32(self._seg(req.segment).addr + req.byte_offset, req.op,
+                                     req.value, 0)
         if isinstance(req, PutRequest):
             dst = self._seg(req.segment).ndarray(req.dtype, req.shape)[req.index]
             write_region(dst, req.data, req.atomic)
@@ -352,9 +351,8 @@ class CopyEndpoint(Endpoint):
 
     def signal(self, cell, op, value):
         if cell[0]:
-            native.notify_i32(cell[0], op, value, 0)
-        else:
-            self._request(SignalRequest(cell[1], cell[2], op, value))
+            return native.notify_i32(cell[0], op, value, 0)
+        return self._request(SignalRequest(cell[1], cell[2], op, value))
 
     def read_cell(self, cell):
         if cell[0]:

@@ -126,7 +126,7 @@ class ShmEndpoint(Endpoint):
     def signal(self, cell, op, value):
         # seq_cst store/add; the receiver's sleepers count decides whether a
         # futex wake (a syscall) is needed at all
-        _notify_i32(cell[0], op, value, cell[1])
+        return _notify_i32(cell[0], op, value, cell[1])
 
     def read_cell(self, cell):
         return native.load_i32(cell[0])

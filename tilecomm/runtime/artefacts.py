@@ -1,0 +1,378 @@
+"""Run artefacts (reference 5.1): what a dispatch writes when its ``RunConfig``
+asks, under ``<compiled.output_dir>/dfx_outputs/``.
+
+Layout: ``rank{r}/d{k}/`` per dispatch, ``r`` the rank it ran on and ``k``
+that rank's dispatch count within the run (HOST collectives are dispatches
+too), reset every run; stale ``rank*/d*`` directories (and the merged trace)
+are removed before a run that writes any.
+
+=========================  ===================================================
+``enable_dep_gen``         ``deps.json``: the dispatch's tasks and their edges,
+                           ``inferred`` (from the memory they touch, in
+                           submission order) and ``explicit`` (``deps=``).
+                           Also written with a swimlane, as upstream does.
+``enable_scope_stats``     ``scope_stats/scope_stats.jsonl``: one line per task
+                           scope (a dispatch without tasks gets one line of
+                           zeros): tasks submitted, the task-window watermark
+                           (most task blocks submitted and not yet finished),
+                           dependency edges; ``heap_bytes`` is null (task
+                           arguments are views of the caller's arrays: there
+                           is no ring heap to fill on the CPU).
+``enable_chip_swimlane``   ``chip_swimlane_records.json``: a Chrome / Perfetto
+                           trace of the dispatch (``tools/trace.py``).  Level
+                           1: dispatches and tasks; 2: + communication ops;
+                           3: + scheduler phases (an arrow from each task to
+                           those that waited for it); 4: + orchestrator
+                           phases (task submissions, the wait for the
+                           tasks).  After the call,
+                           ``dfx_outputs/merged_swimlane.json`` merges every
+                           rank and dispatch and draws notify -> wait arrows.
+``enable_dump_args=2``     ``args_dump/before/`` and ``args_dump/after/``: each
+                           array argument (a window: this rank's copy) as
+                           ``<index>_<name>.npy`` when the dispatch starts and
+                           when it ends; ``args_dump/args.json`` lists them
+                           with scalars' values.
+=========================  ===================================================
+
+The controller side (``RunArtefacts``) prepares the directory, tells each
+rank (``messages.BeginRun``) and merges the traces once every rank has
+written its files (before it reports the run done).  The rank side
+(``RankArtefacts``) switches the rank's context to the recording class for
+the run and writes the files.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import RuntimeFault
+from ..tools import trace as T
+from .messages import BeginRun
+from .rank import RankContext
+from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
+from .values import WindowView
+
+DFX_DIR = "dfx_outputs"
+MERGED_TRACE = "merged_swimlane.json"
+RANK_TRACE = "chip_swimlane_records.json"
+
+
+@dataclass(frozen=True)
+class DfxSettings:
+    root: str                  # <output_dir>/dfx_outputs
+    swimlane: int
+    dump_args: int
+    dep_gen: bool
+    scope_stats: bool
+    origin_ns: int             # time zero of the run's traces
+    title: str
+
+
+def dfx_root(output_dir: str) -> str:
+    return os.path.join(output_dir, DFX_DIR)
+
+
+def merged_trace_path(output_dir: str) -> str:
+    return os.path.join(dfx_root(output_dir), MERGED_TRACE)
+
+
+def dispatch_dir(root: str, rank: int, k: int) -> str:
+    return os.path.join(root, f"rank{rank}", f"d{k}")
+
+
+def _unwritable(path, e) -> RuntimeFault:
+    return RuntimeFault(f"run artefacts cannot be written to {path}: {e}", code="TC443",
+                        hint="pass compile(..., output_dir=) a writable directory")
+
+
+# ---------------------------------------------------------------- controller
+class RunArtefacts:
+    """The controller's part of one run that writes artefacts."""
+
+    def __init__(self, settings: DfxSettings, world: int):
+        self.settings = settings
+        self.world = world
+        self.trace_path = None
+
+    @classmethod
+    def begin(cls, executable, config):
+        """Before the run touches any rank: None when ``config`` asks for no
+        artefact (the common case: one attribute test); otherwise clear the
+        stale output (a directory that cannot be written fails here)."""
+        if not config.dfx_enabled:
+            return None
+        out = getattr(executable, "output_dir", None)
+        if not out:
+            raise RuntimeFault("run artefacts need the program's output directory, and this "
+                               "program has none", code="TC443",
+                               hint="compile(..., output_dir=) names one")
+        root = dfx_root(out)
+        try:
+            for d in glob.glob(os.path.join(root, "rank*", "d*")):
+                if re.fullmatch(r"rank\d+", os.path.basename(os.path.dirname(d))) and \
+                        re.fullmatch(r"d\d+", os.path.basename(d)):
+                    shutil.rmtree(d)
+            if os.path.exists(os.path.join(root, MERGED_TRACE)):
+                os.unlink(os.path.join(root, MERGED_TRACE))
+            os.makedirs(root, exist_ok=True)
+        except OSError as e:
+            raise _unwritable(root, e) from None
+        lane = int(config.enable_chip_swimlane)
+        settings = DfxSettings(root, lane, int(config.enable_dump_args),
+                               bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
+                               time.perf_counter_ns(), os.path.basename(out))
+        return cls(settings, executable.world)
+
+    def announce(self, ranks):
+        """The ranks are started: tell each, ahead of its first dispatch."""
+        for r in range(ranks.world):
+            ranks.send(r, BeginRun(self.settings))
+
+    def salvage(self):
+        """The run failed and its ranks are gone: merge what they wrote before
+        they exited (the path, or None).  Never raises: the run's own error
+        is what the caller reports."""
+        try:
+            return self.end()
+        except Exception:
+            return None
+
+    def end(self):
+        """Every rank reported the run done (its files are written): merge
+        the swimlanes into one trace of the call."""
+        s = self.settings
+        if not s.swimlane:
+            return None
+        parts = []
+        for r in range(self.world):
+            k = 0
+            while os.path.exists(os.path.join(dispatch_dir(s.root, r, k), RANK_TRACE)):
+                parts.append(T.load(os.path.join(dispatch_dir(s.root, r, k), RANK_TRACE)))
+                k += 1
+            if k == 0:     # stopped before its first dispatch: still one (empty) track
+                pid = pid_of(r)
+                parts.append({"traceEvents": [
+                    {"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
+                     "args": {"name": f"rank {r}"}},
+                    {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": pid,
+                     "args": {"sort_index": r}}]})
+        path = os.path.join(s.root, MERGED_TRACE)
+        try:
+            T.write(path, T.merge(parts, title=s.title))
+        except OSError as e:
+            raise _unwritable(path, e) from None
+        self.trace_path = path
+        return path
+
+
+# ---------------------------------------------------------------- rank
+def _param_names(fn, n: int) -> list:
+    code = fn.__code__
+    names = list(code.co_varnames[1:code.co_argcount])[:n]
+    return names + [f"arg{i}" for i in range(len(names), n)]
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+class RankArtefacts:
+    """A rank's part of one run that writes artefacts."""
+
+    def __init__(self, rank: int, settings: DfxSettings, rc):
+        self.rank = rank
+        self.s = settings
+        self.rc = rc
+        self.k = 0
+        self.rec = None
+        self.meta: list = []                # (k, fname, line) per dispatch
+        if settings.swimlane or settings.dep_gen or settings.scope_stats:
+            self.rec = Recorder(rank, settings.swimlane, settings.dep_gen, settings.scope_stats)
+            # the recording variant, chosen once for the run (see tracing.py)
+            rc.__class__ = TracingRankContext
+            rc._trace = self.rec
+
+    def dispatch(self, fname, fn, call_args, vals, loc, image):
+        """Run one dispatch (``fn(*call_args)``), recording it."""
+        k = self.k
+        self.k += 1
+        d = dispatch_dir(self.s.root, self.rank, k)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise _unwritable(d, e) from None
+        sp = image.span(loc)
+        self.meta.append((k, fname, str(sp) if sp is not None else None))
+        names = _param_names(fn, len(vals)) if self.s.dump_args else None
+        if names is not None:
+            self._dump(d, "before", names, vals)
+        rec = self.rec
+        if rec is not None:
+            rec.begin_dispatch(k, fname, image)
+        finished = False
+        try:
+            fn(*call_args)
+            finished = True
+        finally:
+            if rec is not None:
+                rec.end_dispatch(finished)
+        if names is not None:
+            self._dump(d, "after", names, vals)
+
+    def _dump(self, d, when, names, vals):
+        base = os.path.join(d, "args_dump")
+        out = os.path.join(base, when)
+        manifest = []
+        try:
+            os.makedirs(out, exist_ok=True)
+            for i, (name, v) in enumerate(zip(names, vals)):
+                a = v.local if isinstance(v, WindowView) else v
+                entry = {"index": i, "name": name}
+                if isinstance(a, np.ndarray):
+                    fname = f"{i:02d}_{_safe(name)}.npy"
+                    np.save(os.path.join(out, fname), a)
+                    entry.update(kind="window" if isinstance(v, WindowView) else "tensor",
+                                 file=fname, dtype=str(a.dtype), shape=list(a.shape))
+                else:
+                    entry.update(kind="scalar", value=v if isinstance(v, (int, float, bool))
+                                 else repr(v))
+                manifest.append(entry)
+            if when == "before":
+                with open(os.path.join(base, "args.json"), "w", encoding="utf-8") as f:
+                    json.dump(manifest, f, indent=1)
+        except OSError as e:
+            raise _unwritable(out, e) from None
+
+    def salvage(self):
+        """The run failed or was aborted on this rank: write what was recorded
+        (the controller merges it into the call's trace).  Never raises: the
+        rank is on its way out."""
+        try:
+            self.finish()
+        except BaseException:
+            pass
+
+    def finish(self):
+        """The run ended on this rank: write its files, then put the rank's
+        context back to the untraced class."""
+        rec = self.rec
+        try:
+            if rec is not None:
+                lines = {k: line for k, _, line in self.meta}
+                for dt in rec.dispatches:
+                    self._write_dispatch(dt, lines.get(dt.k))
+        except OSError as e:
+            raise _unwritable(self.s.root, e) from None
+        finally:
+            if rec is not None:
+                self.rc.__class__ = RankContext
+                self.rc.__dict__.pop("_trace", None)
+                # the scheduler's threads drop the recorder at their next
+                # dispatch; its events go now
+                rec.dispatches = []
+                rec.cell_keys = {}
+
+    def _write_dispatch(self, dt, line):
+        s = self.s
+        d = dispatch_dir(s.root, self.rank, dt.k)
+        if s.dep_gen:
+            edges = [{"from": a, "to": b, "kinds": sorted(kinds)}
+                     for (a, b), kinds in sorted(dt.edges.items())]
+            _write_json(os.path.join(d, "deps.json"),
+                        {"rank": self.rank, "dispatch": dt.k, "function": dt.fname,
+                         "line": line, "tasks": dt.tasks, "edges": edges})
+        if s.scope_stats:
+            os.makedirs(os.path.join(d, "scope_stats"), exist_ok=True)
+            scopes = dt.scopes or [{"function": dt.fname, "tasks_submitted": 0,
+                                    "task_window_watermark": 0, "dep_edges": 0}]
+            with open(os.path.join(d, "scope_stats", "scope_stats.jsonl"), "w",
+                      encoding="utf-8") as f:
+                for sc in scopes:
+                    f.write(json.dumps(dict(sc, rank=self.rank, dispatch=dt.k,
+                                            heap_bytes=None)) + "\n")
+        if s.swimlane:
+            T.write(os.path.join(d, RANK_TRACE), self._chrome(dt, line))
+
+    def _chrome(self, dt, line) -> dict:
+        """The dispatch's events as a Chrome trace: this rank is one process,
+        its tracks are threads (``tracing.pid_of``)."""
+        org = self.s.origin_ns
+        pid = pid_of(self.rank)
+
+        def us(t):
+            return round((t - org) / 1000.0, 3)
+
+        builtin = dt.fname.startswith("builtin.tensor.")
+        name = ("pld.tensor." + dt.fname.rsplit(".", 1)[1] + " (HOST)") if builtin else dt.fname
+        evs = [{"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
+                "args": {"name": f"rank {self.rank}"}},
+               {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": pid,
+                "args": {"sort_index": self.rank}},
+               {"name": name, "cat": "collective" if builtin else "dispatch", "ph": "X",
+                "pid": pid, "tid": pid + MAIN_TID, "ts": us(dt.t0),
+                "dur": round(us(dt.t1) - us(dt.t0), 3),
+                "args": {"dispatch": dt.k, "function": dt.fname, "line": line,
+                         "finished": dt.finished}}]
+        tids = {MAIN_TID}
+        for (ename, cat, tid, t0, t1, args) in dt.events:
+            tids.add(tid)
+            if t1 is None:
+                evs.append({"name": ename, "cat": cat, "ph": "i", "s": "t", "pid": pid,
+                            "tid": pid + tid, "ts": us(t0), "args": args})
+            else:
+                evs.append({"name": ename, "cat": cat, "ph": "X", "pid": pid, "tid": pid + tid,
+                            "ts": us(t0), "dur": max(round(us(t1) - us(t0), 3), 0.0),
+                            "args": args})
+        if self.rec.deps:
+            evs.extend(_dependency_flows(evs))
+        for tid in sorted(tids):
+            evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": pid + tid,
+                        "args": {"name": self.rec.threads.get(tid, f"thread {tid}")}})
+        return {"traceEvents": evs,
+                "otherData": {"schema": T.SCHEMA, "rank": self.rank, "dispatch": dt.k,
+                              "function": dt.fname}}
+
+
+def _dependency_flows(evs) -> list:
+    """An arrow from the end of each task a task waited for (its last block)
+    to the start of each of its blocks (ids local to the file: the merge
+    renumbers them)."""
+    last = {}
+    for e in evs:
+        if e.get("cat") == "task":
+            tid = e["args"]["task_id"]
+            if tid not in last or e["ts"] + e["dur"] > last[tid]["ts"] + last[tid]["dur"]:
+                last[tid] = e
+    flows = []
+    for e in evs:
+        if e.get("cat") != "task":
+            continue
+        for p in e["args"].get("after", ()):
+            src = last.get(p)
+            if src is None:
+                continue
+            i = len(flows) // 2 + 1
+            name = f"task {p} -> task {e['args']['task_id']}"
+            flows.append({"name": name, "cat": "dependency", "ph": "s", "id": i,
+                          "pid": src["pid"], "tid": src["tid"],
+                          "ts": max(src["ts"], src["ts"] + src["dur"] - 0.001)})
+            flows.append({"name": name, "cat": "dependency", "ph": "f", "bp": "e", "id": i,
+                          "pid": e["pid"], "tid": e["tid"],
+                          "ts": e["ts"] + min(e["dur"], 0.001)})
+    return flows
+
+
+def _write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+
+
+__all__ = ["DfxSettings", "RankArtefacts", "RunArtefacts", "dfx_root", "dispatch_dir",
+           "merged_trace_path"]
