@@ -2,8 +2,8 @@
 
 Every rank holds T tokens (hidden size H, BF16) and E experts; a token is
 routed to K experts anywhere in the world (global expert g lives on rank
-g // E as local expert g % E) with an FP32 routing weight per choice.  One
-kernel per rank runs the whole round:
+g // E as local expert g % E) with an FP32 routing weight per choice.  The
+chip orchestration of each rank runs one kernel per phase, in order:
 
   dispatch   1. a histogram of this rank's assignments per (destination,
                 expert) in a pl.array;
@@ -65,8 +65,12 @@ DEEPSEEK = MoEShape(tokens=128, topk=6, experts=16, hidden=4096, capacity=192)
 SHAPES = {"small": SMALL, "deepseek": DEEPSEEK}
 
 
-def build(nr: int, shape: MoEShape):
-    """The MoE round for ``nr`` ranks: host entry ``main(xs, idxs, wts, ys, stats)``."""
+def build(nr: int, shape: MoEShape, phases: int = 3):
+    """The MoE round for ``nr`` ranks: host entry ``main(xs, idxs, wts, ys, stats)``.
+    ``phases`` < 3 stops after dispatch (1), expert compute (2) or before
+    anything (0): the benchmark times each phase as the difference of
+    consecutive prefixes."""
+    PHASES = phases
     T, K, E, H, CAP = shape.tokens, shape.topk, shape.experts, shape.hidden, shape.capacity
     NE = nr * E
     STATS = E + 1          # rows kept by each local expert, then rows this rank dropped
@@ -74,31 +78,30 @@ def build(nr: int, shape: MoEShape):
     ADD, SET = pld.NotifyOp.AtomicAdd, pld.NotifyOp.Set
 
     @pl.jit.incore
-    def moe_round(x: pl.Tensor[[T, H], pl.BF16], idx: pl.Tensor[[T, K], pl.INT32],
-                  wts: pl.Tensor[[T, K], pl.FP32],
-                  y: pl.Out[pl.Tensor[[T, H], pl.FP32]],
-                  stats: pl.Out[pl.Tensor[[1, STATS], pl.INT32]],
-                  recv: pl.InOut[pld.DistributedTensor[[E * CAP, H], pl.BF16]],
-                  recv_w: pl.InOut[pld.DistributedTensor[[E * CAP, 1], pl.FP32]],
-                  route: pl.InOut[pld.DistributedTensor[[E * CAP, 1], pl.INT32]],
-                  counts: pl.InOut[pld.DistributedTensor[[E, nr], pl.INT32]],
-                  back: pl.InOut[pld.DistributedTensor[[K * T, H], pl.BF16]],
-                  sig: pl.InOut[pld.DistributedTensor[[nr, 1], pl.INT32]]):
+    def moe_dispatch(x: pl.Tensor[[T, H], pl.BF16], idx: pl.Tensor[[T, K], pl.INT32],
+                     wts: pl.Tensor[[T, K], pl.FP32],
+                     stats: pl.Out[pl.Tensor[[1, STATS], pl.INT32]],
+                     recv: pl.InOut[pld.DistributedTensor[[E * CAP, H], pl.BF16]],
+                     recv_w: pl.InOut[pld.DistributedTensor[[E * CAP, 1], pl.FP32]],
+                     route: pl.InOut[pld.DistributedTensor[[E * CAP, 1], pl.INT32]],
+                     counts: pl.InOut[pld.DistributedTensor[[E, nr], pl.INT32]],
+                     sig: pl.InOut[pld.DistributedTensor[[nr, 1], pl.INT32]]):
         me = pld.rank(pld.get_comm_ctx(recv))
-        # ---- dispatch 1: histogram per (destination rank, expert) = global expert
+        # 1. histogram per (destination rank, expert) = per global expert
         hist = pl.array.create(NE, pl.INT32)
         for t in pl.range(T):
             for k in pl.range(K):
                 g = pl.read(idx, [t, k])
                 hist[g] = hist[g] + 1
-        # ---- dispatch 2: publish the counts into the owners' count windows
+        # 2. publish the counts into the owners' count windows
         for d in pl.range(nr):
             for e in pl.range(E):
                 n = hist[d * E + e]
                 if n > 0:
                     pld.system.notify(counts, peer=d, offsets=[e, me], value=n, op=ADD)
+        # 3. every count has landed
         sig = pld.tensor.barrier(sig)
-        # ---- dispatch 4: first slot per (destination, expert) = prefix over sources
+        # 4. first slot per (destination, expert) = prefix over the source ranks
         table = pl.create_tensor([E, nr], pl.INT32)
         slot = pl.array.create(NE, pl.INT32)
         for d in pl.range(nr):
@@ -108,7 +111,7 @@ def build(nr: int, shape: MoEShape):
                 for s in pl.range(me):
                     base = base + pl.read(table, [e, s])
                 slot[d * E + e] = base
-        # ---- dispatch 5: push the kept rows, their weights and their homes
+        # 5. push the kept rows, their weights and their homes
         dropped = 0
         for t in pl.range(T):
             for k in pl.range(K):
@@ -124,8 +127,20 @@ def build(nr: int, shape: MoEShape):
                                       value=me * ROUTES + k * T + t, op=SET)
                 else:
                     dropped = dropped + 1
+        pl.write(stats, [0, E], dropped)
+        # 6. every row has landed
         sig = pld.tensor.barrier(sig)
-        # ---- expert compute and combine push: weighted BF16 term to the home rank
+        return stats
+
+    @pl.jit.incore
+    def moe_expert(stats: pl.Out[pl.Tensor[[1, STATS], pl.INT32]],
+                   recv: pl.InOut[pld.DistributedTensor[[E * CAP, H], pl.BF16]],
+                   recv_w: pl.InOut[pld.DistributedTensor[[E * CAP, 1], pl.FP32]],
+                   route: pl.InOut[pld.DistributedTensor[[E * CAP, 1], pl.INT32]],
+                   counts: pl.InOut[pld.DistributedTensor[[E, nr], pl.INT32]],
+                   back: pl.InOut[pld.DistributedTensor[[K * T, H], pl.BF16]],
+                   sig: pl.InOut[pld.DistributedTensor[[nr, 1], pl.INT32]]):
+        # the weighted BF16 term of every kept row, stored into its home's return window
         for e in pl.range(E):
             total = 0
             for s in pl.range(nr):
@@ -139,13 +154,18 @@ def build(nr: int, shape: MoEShape):
                 term = pl.cast(pl.mul(pl.cast(pl.load(recv, [row, 0], [1, H]), pl.FP32), w),
                                pl.BF16)
                 pld.tile.remote_store(term, back, home // ROUTES, [home % ROUTES, 0])
+        # every term has landed at its home
         sig = pld.tensor.barrier(sig)
-        # ---- combine: FP32 sum of the K terms of every token, in top-k order
+        return stats
+
+    @pl.jit.incore
+    def moe_combine(y: pl.Out[pl.Tensor[[T, H], pl.FP32]],
+                    back: pl.InOut[pld.DistributedTensor[[K * T, H], pl.BF16]]):
+        # FP32 sum of the K terms of every token, in top-k order (k-major rows)
         acc = pl.cast(pl.load(back, [0, 0], [T, H]), pl.FP32)
         for k in pl.range(1, K):
             acc = pl.add(acc, pl.cast(pl.load(back, [k * T, 0], [T, H]), pl.FP32))
         y = pl.store(acc, [0, 0], y)
-        pl.write(stats, [0, E], dropped)
         return y
 
     @pl.jit
@@ -159,7 +179,13 @@ def build(nr: int, shape: MoEShape):
                  counts: pl.InOut[pld.DistributedTensor[[E, nr], pl.INT32]],
                  back: pl.InOut[pld.DistributedTensor[[K * T, H], pl.BF16]],
                  sig: pl.InOut[pld.DistributedTensor[[nr, 1], pl.INT32]]):
-        return moe_round(x, idx, wts, y, stats, recv, recv_w, route, counts, back, sig)
+        if PHASES >= 1:
+            stats = moe_dispatch(x, idx, wts, stats, recv, recv_w, route, counts, sig)
+        if PHASES >= 2:
+            stats = moe_expert(stats, recv, recv_w, route, counts, back, sig)
+        if PHASES >= 3:
+            y = moe_combine(y, back)
+        return y
 
     @pl.jit.host
     def main(xs: pl.Tensor[[nr, T, H], pl.BF16], idxs: pl.Tensor[[nr, T, K], pl.INT32],

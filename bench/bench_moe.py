@@ -1,0 +1,235 @@
+"""MoE dispatch/combine round and sharded GEMM, each beside its anchor.
+
+    python bench/bench_moe.py             # 2, 4 and 8 ranks, DeepSeek-sized layer
+    python bench/bench_moe.py --quick     # fewer repeats
+    python bench/bench_moe.py --profile   # where a 2-rank round spends its time
+
+MoE (examples/moe_dispatch_combine.py, T=128 tokens per rank, top-6 of 16
+experts per rank, H=4096 BF16, 192 rows per expert): the program is built
+with its first 0, 1, 2 and 3 phases (0 = the call with its windows and no
+kernel), each run on a prepared worker (ranks stay up, windows fresh every
+call), best of repeats; a phase's time is the difference of consecutive
+prefixes, so call, argument and window costs cancel out.  Effective bytes/s
+counts the payload the phase moves between ranks over all ranks (BF16 rows,
+dispatch: + weight and route per row) divided by the phase time.  The
+numpy column is the same round computed by numpy in this process (the
+example's reference: no communication), as a scale for the arithmetic.
+
+GEMM (examples/sharded_gemm.py): rank r computes c[r] = a[r] @ b and the
+shards are all-gathered; timed as (round - empty call) like the MoE phases,
+beside numpy.matmul of the same [nr*M, K] @ [K, N] in this process.
+
+--profile runs rounds at 2 ranks with each rank's chip function under
+cProfile (the bench patches the rank image before the ranks are forked) and
+prints rank 0's top functions by own time.  Nothing here asserts speed.
+"""
+# no `from __future__ import annotations`: program factories capture their sizes
+import argparse
+import cProfile
+import importlib.util
+import os
+import pstats
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from tilecomm.runtime import DistributedConfig, RunConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_example(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "examples",
+                                                                     name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+moe = load_example("moe_dispatch_combine")
+
+
+def config(nr):
+    return RunConfig(distributed_config=DistributedConfig(device_ids=list(range(nr))))
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fmt_s(t):
+    return f"{t * 1e3:8.2f} ms"
+
+
+def fmt_rate(nbytes, t):
+    return f"{nbytes / t / 1e9:6.2f} GB/s" if t > 0 else "   n/a"
+
+
+# ------------------------------------------------------------------ MoE
+def moe_inputs(nr, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    xs, idxs, wts = moe.make_inputs(rng, nr, shape, full=(0,), empty=(nr * shape.experts - 1,))
+    ys = np.zeros(xs.shape, np.float32)
+    stats = np.zeros((nr, 1, shape.experts + 1), np.int32)
+    return xs, idxs, wts, ys, stats
+
+
+def time_prefixes(nr, shape, repeats):
+    """Best call time of the round built with 0..3 phases, and the full round's
+    stats (checked against the reference)."""
+    xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
+    cfg = config(nr)
+    best = []
+    for phases in range(4):
+        compiled = moe.build(nr, shape, phases).compile(xs, idxs, wts, ys, stats, config=cfg)
+        with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
+            worker(xs, idxs, wts, ys, stats)            # first call on these ranks, untimed
+            b = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                worker(xs, idxs, wts, ys, stats)
+                b = min(b, time.perf_counter() - t0)
+        best.append(b)
+        log(f"  moe {nr} ranks, {phases} phase(s): best {fmt_s(b)}")
+    want, want_stats = moe.reference(xs, idxs, wts, shape)
+    np.testing.assert_array_equal(stats[:, 0], want_stats)
+    np.testing.assert_allclose(ys, want, rtol=2 ** -6, atol=2 ** -6)
+    return best, want_stats
+
+
+def numpy_round(nr, shape, repeats):
+    xs, idxs, wts, _, _ = moe_inputs(nr, shape)
+    b = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        moe.reference(xs, idxs, wts, shape)
+        b = min(b, time.perf_counter() - t0)
+    return b
+
+
+def bench_moe(ranks, repeats):
+    shape = moe.DEEPSEEK
+    row = shape.hidden * 2
+    rows = []
+    for nr in ranks:
+        log(f"MoE round, {nr} ranks")
+        best, st = time_prefixes(nr, shape, repeats)
+        kept = int(st[:, :-1].sum())
+        phase = [max(best[i + 1] - best[i], 0.0) for i in range(3)]
+        rows.append((nr, kept, int(st[:, -1].sum()), phase, best[3] - best[0], best[0],
+                     kept * (row + 8), kept * row, numpy_round(nr, shape, max(1, repeats // 2))))
+    print(f"\nMoE dispatch/combine round (T={shape.tokens}/rank, top-{shape.topk} of "
+          f"{shape.experts} experts/rank, H={shape.hidden} BF16, capacity {shape.capacity}); "
+          "best of", repeats)
+    print(f"{'ranks':>5} {'rows':>6} {'dropped':>7} | {'dispatch':>11} {'(rate)':>11} | "
+          f"{'expert+return':>13} {'(rate)':>11} | {'combine':>11} | {'round':>11} | "
+          f"{'call, no kernel':>15} | {'numpy round':>11}")
+    for nr, kept, dropped, ph, rnd, empty, dbytes, rbytes, npt in rows:
+        print(f"{nr:>5} {kept:>6} {dropped:>7} | {fmt_s(ph[0])} {fmt_rate(dbytes, ph[0])} | "
+              f"{fmt_s(ph[1]):>13} {fmt_rate(rbytes, ph[1])} | {fmt_s(ph[2])} | {fmt_s(rnd)} | "
+              f"{fmt_s(empty):>15} | {fmt_s(npt)}")
+
+
+# ------------------------------------------------------------------ GEMM
+def bench_gemm(ranks, repeats):
+    try:
+        gemm = load_example("sharded_gemm")
+    except FileNotFoundError:
+        log("examples/sharded_gemm.py not present: GEMM skipped")
+        return
+    print(f"\nSharded GEMM c[r] = a[r] @ b + allgather, FP32; best of {repeats}")
+    print(f"{'ranks':>5} {'shape per rank':>22} | {'tilecomm':>11} | {'numpy.matmul':>12} | "
+          f"{'call, no kernel':>15}")
+    for nr in ranks:
+        m, k, n = gemm.BENCH_SHAPE
+        rng = np.random.default_rng(nr)
+        a = rng.standard_normal((nr, m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        cfg = config(nr)
+        best = []
+        for with_kernel in (False, True):
+            main = gemm.build(nr, m, k, n, compute=with_kernel)
+            out = np.zeros((nr, nr, m, n), np.float32)
+            compiled = main.compile(a, b, out, config=cfg)
+            with compiled.prepare(a, b, out, config=cfg) as worker:
+                worker(a, b, out)
+                t = float("inf")
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    worker(a, b, out)
+                    t = min(t, time.perf_counter() - t0)
+            best.append(t)
+        want = np.einsum("rmk,kn->rmn", a.astype(np.float64), b.astype(np.float64))
+        np.testing.assert_allclose(out, np.broadcast_to(want, out.shape), rtol=1e-4, atol=1e-4)
+        flat = a.reshape(nr * m, k)
+        t_np = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            np.matmul(flat, b)
+            t_np = min(t_np, time.perf_counter() - t0)
+        print(f"{nr:>5} {f'[{m}, {k}] @ [{k}, {n}]':>22} | {fmt_s(best[1] - best[0])} | "
+              f"{fmt_s(t_np):>12} | {fmt_s(best[0]):>15}")
+
+
+# ------------------------------------------------------------------ profile
+def profile_round(nr, rounds):
+    """Each rank's chip function under cProfile; rank 0's top functions."""
+    from tilecomm.runtime.executable import KernelImage
+    out_dir = tempfile.mkdtemp(prefix="bench_moe_prof_")
+    plain = KernelImage.function
+    profiles = {}
+
+    def profiled(self, name):
+        fn = plain(self, name)
+
+        def run(rc, *args):
+            prof = profiles.setdefault(os.getpid(), cProfile.Profile())
+            prof.enable()
+            try:
+                return fn(rc, *args)
+            finally:
+                prof.disable()
+                prof.dump_stats(os.path.join(out_dir, f"rank{rc.device}.prof"))
+        return run
+
+    KernelImage.function = profiled                  # inherited by the forked ranks
+    try:
+        shape = moe.DEEPSEEK
+        xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
+        cfg = config(nr)
+        compiled = moe.build(nr, shape).compile(xs, idxs, wts, ys, stats, config=cfg)
+        with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
+            for _ in range(rounds):
+                worker(xs, idxs, wts, ys, stats)
+    finally:
+        KernelImage.function = plain
+    print(f"\nProfile of rank 0 over {rounds} MoE round(s) at {nr} ranks (own time first)")
+    st = pstats.Stats(os.path.join(out_dir, "rank0.prof"), stream=sys.stdout)
+    st.sort_stats("tottime").print_stats(18)
+    st.sort_stats("cumulative").print_stats(25)
+    for f in os.listdir(out_dir):
+        os.unlink(os.path.join(out_dir, f))
+    os.rmdir(out_dir)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    ap.add_argument("--ranks", type=int, nargs="*", default=[2, 4, 8])
+    ap.add_argument("--profile", action="store_true", help="profile a 2-rank round instead")
+    args = ap.parse_args(argv)
+    if args.profile:
+        profile_round(2, 3 if args.quick else 10)
+        return 0
+    repeats = 3 if args.quick else 7
+    t0 = time.perf_counter()
+    bench_moe(args.ranks, repeats)
+    bench_gemm(args.ranks, repeats)
+    print(f"\n(total {time.perf_counter() - t0:.1f} s; {os.cpu_count()} CPUs, shared)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
