@@ -19,9 +19,10 @@ GEMM (examples/sharded_gemm.py): rank r computes c[r] = a[r] @ b and the
 shards are all-gathered; timed as (round - empty call) like the MoE phases,
 beside numpy.matmul of the same [nr*M, K] @ [K, N] in this process.
 
---profile runs rounds at 2 ranks with each rank's chip function under
-cProfile (the bench patches the rank image before the ranks are forked) and
-prints rank 0's top functions by own time.  Nothing here asserts speed.
+--profile runs rounds at 2 ranks, first timing each rank's chip function
+in CPU (thread) time -- the figure to compare before and after a change on a
+shared machine -- then under cProfile (the bench patches the rank image
+before the ranks are forked), and prints rank 0's top functions.  Nothing here asserts speed.
 """
 # no `from __future__ import annotations`: program factories capture their sizes
 import argparse
@@ -174,27 +175,20 @@ def bench_gemm(ranks, repeats):
 
 
 # ------------------------------------------------------------------ profile
-def profile_round(nr, rounds):
-    """Each rank's chip function under cProfile; rank 0's top functions."""
+def run_probed(nr, rounds, probe):
+    """Run ``rounds`` full MoE rounds at ``nr`` ranks with every rank's chip
+    function wrapped by ``probe(fn, rank, out_dir)`` (the bench patches the
+    rank image before the ranks are forked); returns the directory the probe
+    wrote into."""
     from tilecomm.runtime.executable import KernelImage
-    out_dir = tempfile.mkdtemp(prefix="bench_moe_prof_")
+    out_dir = tempfile.mkdtemp(prefix="bench_moe_probe_")
     plain = KernelImage.function
-    profiles = {}
 
-    def profiled(self, name):
+    def probed(self, name):
         fn = plain(self, name)
+        return lambda rc, *args: probe(fn, rc, args, out_dir)
 
-        def run(rc, *args):
-            prof = profiles.setdefault(os.getpid(), cProfile.Profile())
-            prof.enable()
-            try:
-                return fn(rc, *args)
-            finally:
-                prof.disable()
-                prof.dump_stats(os.path.join(out_dir, f"rank{rc.device}.prof"))
-        return run
-
-    KernelImage.function = profiled                  # inherited by the forked ranks
+    KernelImage.function = probed                    # inherited by the forked ranks
     try:
         shape = moe.DEEPSEEK
         xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
@@ -205,13 +199,54 @@ def profile_round(nr, rounds):
                 worker(xs, idxs, wts, ys, stats)
     finally:
         KernelImage.function = plain
-    print(f"\nProfile of rank 0 over {rounds} MoE round(s) at {nr} ranks (own time first)")
-    st = pstats.Stats(os.path.join(out_dir, "rank0.prof"), stream=sys.stdout)
-    st.sort_stats("tottime").print_stats(18)
-    st.sort_stats("cumulative").print_stats(25)
+    return out_dir
+
+
+def cpu_probe(fn, rc, args, out_dir):
+    """CPU time of this rank's thread for the round: immune to the waits in
+    barriers and, mostly, to other load on a shared machine."""
+    t0 = time.thread_time()
+    try:
+        return fn(rc, *args)
+    finally:
+        with open(os.path.join(out_dir, f"rank{rc.device}.cpu"), "a") as f:
+            f.write(f"{time.thread_time() - t0}\n")
+
+
+_PROFILES = {}
+
+
+def profile_probe(fn, rc, args, out_dir):
+    prof = _PROFILES.setdefault(os.getpid(), cProfile.Profile())
+    prof.enable()
+    try:
+        return fn(rc, *args)
+    finally:
+        prof.disable()
+        prof.dump_stats(os.path.join(out_dir, f"rank{rc.device}.prof"))
+
+
+def remove(out_dir):
     for f in os.listdir(out_dir):
         os.unlink(os.path.join(out_dir, f))
     os.rmdir(out_dir)
+
+
+def profile_round(nr, rounds):
+    out_dir = run_probed(nr, rounds, cpu_probe)
+    print(f"\nCPU time per MoE round at {nr} ranks (thread time of each rank's round, median "
+          f"of {rounds}; the first round is left out)")
+    for r in range(nr):
+        with open(os.path.join(out_dir, f"rank{r}.cpu")) as f:
+            ts = [float(x) for x in f.read().split()][1:]
+        print(f"  rank {r}: {fmt_s(float(np.median(ts)))}")
+    remove(out_dir)
+    out_dir = run_probed(nr, rounds, profile_probe)
+    print(f"\nProfile of rank 0 over {rounds} MoE round(s) at {nr} ranks")
+    st = pstats.Stats(os.path.join(out_dir, "rank0.prof"), stream=sys.stdout)
+    st.sort_stats("tottime").print_stats(15)
+    st.sort_stats("cumulative").print_stats(20)
+    remove(out_dir)
 
 
 def main(argv=None):
@@ -221,7 +256,7 @@ def main(argv=None):
     ap.add_argument("--profile", action="store_true", help="profile a 2-rank round instead")
     args = ap.parse_args(argv)
     if args.profile:
-        profile_round(2, 3 if args.quick else 10)
+        profile_round(2, 4 if args.quick else 10)
         return 0
     repeats = 3 if args.quick else 7
     t0 = time.perf_counter()
