@@ -56,12 +56,25 @@ UINT16 = DataType("UINT16", np.uint16, 16, is_int=True)
 UINT32 = DataType("UINT32", np.uint32, 32, is_int=True)
 UINT64 = DataType("UINT64", np.uint64, 64, is_int=True)
 FP64 = DataType("FP64", np.float64, 64, is_float=True, atomic_code=6)
+def _ml(name):
+    def resolve():
+        import ml_dtypes
+        return getattr(ml_dtypes, name)
+    return resolve
+
+
+# 8-bit floats and 4-bit integers of the reference's dtype list that ml_dtypes
+# provides; a 4-bit element occupies one byte of a numpy array
+FP8E4M3FN = DataType("FP8E4M3FN", _ml("float8_e4m3fn"), 8, is_float=True)
+FP8E5M2 = DataType("FP8E5M2", _ml("float8_e5m2"), 8, is_float=True)
+INT4 = DataType("INT4", _ml("int4"), 4, is_int=True)
+UINT4 = DataType("UINT4", _ml("uint4"), 4, is_int=True)
 BOOL = DataType("BOOL", np.bool_, 8)
 INDEX = DataType("INDEX", np.int64, 64, is_int=True)
 TASK_ID = DataType("TASK_ID", np.int64, 64, is_int=True)
 
 ALL = [FP32, FP16, BF16, INT32, INT16, INT8, INT64, UINT8, UINT16, UINT32, UINT64, FP64, BOOL,
-       INDEX, TASK_ID]
+       INDEX, TASK_ID, FP8E4M3FN, FP8E5M2, INT4, UINT4]
 _BY_NAME = {d.name: d for d in ALL}
 
 # dtypes the hardware atomic add (remote_store / put / store with atomic=Add) supports
@@ -80,6 +93,10 @@ def from_numpy(dt) -> DataType | None:
     for d in (FP32, FP16, INT32, INT16, INT8, INT64, UINT8, UINT16, UINT32, UINT64, FP64, BOOL):
         if d.np_dtype == dt:
             return d
+    if dt.kind in "Vf":                  # ml_dtypes types (checked last: importing it is slow)
+        for d in (FP8E4M3FN, FP8E5M2, INT4, UINT4):
+            if dt == d.np_dtype:
+                return d
     return None
 
 

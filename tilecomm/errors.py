@@ -176,6 +176,11 @@ CODES = {
     "TC226": "HOST collective signal not sized for its comm domain's device count",
     "TC240": "pld.system.defer_wait supports only WaitCmp.Ge",
     "TC241": "a deferred waiter may register at most 64 conditions",
+    # the pl op set and device arithmetic (TC250-TC279)
+    "TC250": "pl.Array misuse (index form, element type, update target, dtype)",
+    "TC251": "tile in the wrong memory space for the op (matmul Left x Right, vector ops Vec)",
+    "TC252": "matmul operand shapes do not multiply",
+    "TC253": "argument the CPU cannot honour (a physical layout with no CPU equivalent)",
     "TC300": "unsupported construct",
     "TC301": "operation used in the wrong kind of function",
     "TC302": "unsupported syntax",
@@ -205,4 +210,6 @@ CODES = {
     "TC505": "not enough free space in /dev/shm for the call's windows and arguments",
     "TC506": "a system resource ran out (memory, /dev/shm, open files, processes)",
     "TC507": "a collective's signal is not clean (left over credits or hand-rolled values)",
+    # device arithmetic and the pl op set at run time (TC520-TC529)
+    "TC520": "integer division or modulo by zero in device code (runtime)",
 }

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pytest
 
+import bad_pl_programs as BP
 import bad_programs as B
 import tilecomm.language as pl
 from tilecomm.errors import (CODES, ArgumentError, ConfigError, ProgramSyntaxError,
@@ -28,6 +29,8 @@ from tilecomm.errors import (CODES, ArgumentError, ConfigError, ProgramSyntaxErr
 from tilecomm.runtime import DistributedConfig, RunConfig
 
 BAD_FILE = os.path.realpath(B.__file__)
+# the pl op set's cases live in a module of their own (same checks)
+BAD_FILES = {BAD_FILE, os.path.realpath(BP.__file__)}
 INTERNAL = [r"\bIR\b", r"Expr", r"FunctionIR", r"CallCheck", r"SkipCheck", r"\bast\.",
             r"\bnode\b", r"TensorType", r"TileType", r"ScalarType", r"PtrType", r"FuncCall",
             r"OpRecord", r"Traceback"]
@@ -98,7 +101,7 @@ def compile_error(main, args=None, cfg=None) -> UserError:
 def check_location(e, func, tag, token):
     line, text = marked_line(func, tag)
     assert e.span is not None, f"{e.code} has no source location"
-    assert os.path.realpath(e.span.file) == BAD_FILE
+    assert os.path.realpath(e.span.file) in BAD_FILES
     assert (e.line, e.col) == (line, column_of(text, token)), (
         f"{e.code} reported at {e.line}:{e.col}, expected {line}:{column_of(text, token)} "
         f"(token {token!r})\n  {text.strip()}\n{e}")
@@ -379,6 +382,8 @@ CASES += [
                                                                "HOST orchestrator"]),
     (B.k_array_zero, "TC210", VALUE, "0,", ["positive", "got 0"]),
 ]
+
+CASES += BP.CASES
 
 WINDOW_DTYPE = {B.k_atomic_int64: pl.INT64, B.k_atomic_fp64: pl.FP64, B.k_atomic_bf16: pl.BF16}
 

@@ -10,6 +10,7 @@ import math
 import operator
 
 from ..errors import ProgramTypeError, ProgramValueError
+from ..runtime.scalar_ops import trunc_div, trunc_rem
 
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
         "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
@@ -31,9 +32,17 @@ def _too_big(op, a, b) -> bool:
     return False
 
 
-def fold(op: str, a, b, span):
-    """``a <op> b`` for two Python numbers, or a located ProgramValueError."""
+_DEVICE_OPS = {"//": trunc_div, "%": trunc_rem}
+
+
+def fold(op: str, a, b, span, device: bool = False):
+    """``a <op> b`` for two Python numbers, or a located ProgramValueError.
+    ``device``: the expression is device code (a kernel or a chip
+    orchestration), where integer ``//`` and ``%`` truncate toward zero."""
     fn = _OPS[op]
+    if device and op in _DEVICE_OPS and isinstance(a, int) and isinstance(b, int) and \
+            not isinstance(a, bool) and not isinstance(b, bool):
+        fn = _DEVICE_OPS[op]
     if op in ("<<", ">>", "&", "|", "^") and not (isinstance(a, int) and isinstance(b, int)):
         raise ProgramTypeError(f"operator '{op}' needs integer operands; got {a!r} and {b!r}",
                                 code="TC102", span=span)

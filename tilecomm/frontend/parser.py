@@ -17,13 +17,15 @@ import numpy as np
 from ..dtypes import BOOL, DataType, FP32, INDEX
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError, UserError
 from ..ir import nodes as N
-from ..ir.types import (ANY, Dim, DTypeType, EnumType, NONE, ScalarType, TensorType, TileType, TupleType, Type, is_static,
+from ..ir.types import (ANY, ArrayType, Dim, DTypeType, EnumType, NONE, ScalarType, TensorType, TileType, TupleType, Type, is_static,
                         numel)
 from ..ir import forms as control
+from ..ir.kinds import HOST
 from ..ops import pl_ops
 from ..ops.registry import lookup
 from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
+from .arrays import ArrayParsing
 from .calls import CallParsing
 from .scopes import ScopeParsing, SubmitParsing, kernel_tasks
 from .common import _PY, _err
@@ -36,7 +38,7 @@ _SHAPED_BINOP = {"+": pl_ops.add, "-": pl_ops.sub, "*": pl_ops.mul, "/": pl_ops.
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class FunctionParser(CallParsing, ScopeParsing, SubmitParsing):
+class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing):
     def __init__(self, builder, kfn, src, fn_ir: N.FunctionIR):
         self.b = builder
         self.kfn = kfn
@@ -167,6 +169,9 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing):
             self.const_vars.pop(name, None)
 
     def _store_index(self, target, value_node, s):
+        if isinstance(target.value, ast.Name) and \
+                isinstance(self.env.get(target.value.id), ArrayType):
+            return self.array_update(target, value_node, s)
         view = self.expr(target)
         value = self.expr(value_node)
         vt, tt = value.type, view.type
@@ -459,7 +464,7 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing):
                            f"{describe(v.type)}", v.span, "TC102")
         if isinstance(l, N.Const) and isinstance(r, N.Const) and \
                 isinstance(l.value, (int, float)) and isinstance(r.value, (int, float)):
-            return self._const(fold(op, l.value, r.value, span), span)
+            return self._const(fold(op, l.value, r.value, span, device=self.kind != HOST), span)
         return N.BinOp(_scalar_result(l, r, op), span, op, l, r)
 
     def e_compare(self, node):
@@ -483,6 +488,8 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing):
     def e_subscript(self, node):
         base = self.expr(node.value)
         t = base.type
+        if isinstance(t, ArrayType):
+            return self.array_index(base, node)
         if not isinstance(t, (TensorType, TileType)):
             raise _err(ProgramTypeError, f"only tensors and tiles can be indexed; got "
                        f"{describe(t)}", self.span(node), "TC102")

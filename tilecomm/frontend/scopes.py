@@ -20,7 +20,7 @@ from ..ir import nodes as N
 from ..ir import walk
 from ..ir.enums import Level, Role, ScopeMode
 from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
-from ..ir.types import ANY, NONE, ScalarType, TaskIdType, TensorType
+from ..ir.types import ANY, NONE, ArrayType, ScalarType, TaskIdType, TensorType
 from ..ops import pl_ops
 from ..analysis.tasks import waiter_violations
 from ..ops.check import const_value, describe
@@ -129,7 +129,7 @@ class ScopeParsing:
             t = x.type
             ok = t is ANY or isinstance(t, TaskIdType) or \
                 isinstance(t, ScalarType) and t.dtype is TASK_ID or \
-                isinstance(t, TensorType) and t.dtype is TASK_ID
+                isinstance(t, (TensorType, ArrayType)) and t.dtype is TASK_ID
             if not ok:
                 raise _err(ProgramTypeError, f"deps= entries are TaskIds (as tid of a task "
                            f"scope) or pl.TASK_ID arrays; got {describe(t)}", self.span(e),

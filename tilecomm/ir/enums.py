@@ -74,3 +74,10 @@ class MemorySpace(enum.IntEnum):
 class ScopeMode(enum.IntEnum):
     AUTO = 0
     MANUAL = 1
+
+
+class TileLayout(enum.IntEnum):
+    """Physical layout of a tile's blocks / scatter (``pl.move(blayout=, slayout=)``)."""
+    none_box = 0
+    row_major = 1
+    col_major = 2

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..dtypes import DataType
+from .enums import MemorySpace
 
 
 # --------------------------------------------------------------------------- dims
@@ -158,17 +159,45 @@ class TensorType(Type):
 
 @dataclass(frozen=True)
 class TileType(Type):
+    """An on-chip tile.  ``memory`` is the buffer it lives in (``Vec`` unless
+    loaded / created / moved elsewhere): the CPU keeps the values in one
+    place, but the type carries the space so that an op the chip can only run
+    on a given space (``pl.matmul``: Left x Right) is checked as on the chip."""
+
     shape: tuple
     dtype: DataType
     valid_shape: tuple | None = None
+    memory: MemorySpace = MemorySpace.Vec
     kind = "Tile"
 
     def describe(self) -> str:
-        return f"Tile{shape_str(self.shape)}<{self.dtype.name}>"
+        where = "" if self.memory is MemorySpace.Vec else f" in {self.memory.name}"
+        return f"Tile{shape_str(self.shape)}<{self.dtype.name}>{where}"
 
     @property
     def rank(self):
         return len(self.shape)
+
+
+@dataclass(frozen=True)
+class ArrayType(Type):
+    """``pl.Array``: a small on-core array of scalars (``pl.array.create``).
+    A value, not memory: ``arr[i] = v`` rebinds ``arr`` to an updated copy."""
+
+    extent: int
+    dtype: DataType
+    kind = "Array"
+
+    def describe(self) -> str:
+        return f"Array[{self.extent}]<{self.dtype.name}>"
+
+    @property
+    def shape(self):
+        return (self.extent,)
+
+    @property
+    def rank(self):
+        return 1
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,19 @@ from ..dtypes import DataType
 from ..errors import InternalError
 from ..ir import nodes as N
 from ..ir.effects import Effect
-from ..ir.types import Dim, TensorType, is_static
+from ..ir.types import ArrayType, Dim, TensorType, is_static
 from ..ops.check import const_value
 from ..ir.kinds import HOST
 
 _CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+# integer // and % of device code (kernels, chip orchestration): the runtime's
+# truncating arith.divsi / arith.remsi, not Python's flooring operators
+_DEVICE_INT_OPS = {"//": "divsi", "%": "remsi"}
+
+
+def _is_int(e) -> bool:
+    dt = getattr(e.type, "dtype", None)
+    return dt is not None and dt.is_int
 
 
 def py_name(fn_ir) -> str:
@@ -82,6 +90,12 @@ class FunctionEmitter:
 
     def s_StoreIndex(self, s, ind):
         tgt = s.target
+        if isinstance(tgt.value.type, ArrayType):
+            # pl.Array: a functional update that rebinds the array's name
+            name = self.e(tgt.value)
+            self.emit(f"{name} = _rt.array_set({name}, {self.e(tgt.items[0])}, "
+                      f"{self.e(s.value)})", ind, s.span)
+            return
         self.emit(f"_rt.assign({self.e(tgt.value)}, {self.items(tgt.items)}, {self.e(s.value)})",
                   ind, s.span)
 
@@ -158,6 +172,10 @@ class FunctionEmitter:
     e_TupleExpr = e_ListExpr
 
     def e_BinOp(self, x):
+        if x.op in _DEVICE_INT_OPS and self.fn.kind != HOST and _is_int(x.left) and \
+                _is_int(x.right):
+            # device code: C semantics (truncation toward zero), see runtime/scalar_ops.py
+            return f"_rt.{_DEVICE_INT_OPS[x.op]}({self.e(x.left)}, {self.e(x.right)})"
         return f"({self.e(x.left)} {x.op} {self.e(x.right)})"
 
     def e_UnaryOp(self, x):

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..dtypes import DataType, FP32, INDEX, INT32
-from ..ir.enums import AtomicType
-from ..ir.types import (Dim, NONE, ScalarType, TensorType, TileType, is_static)
+from ..ir.enums import AtomicType, MemorySpace
+from ..ir.types import (ArrayType, Dim, NONE, ScalarType, TensorType, TileType, is_static)
 from .check import const_value, describe
 from ..ir.kinds import HOST, INCORE, ORCH
 from ..runtime.host import HostRuntime
@@ -26,6 +26,27 @@ def _static_list(c, name, rank, what):
         elif v <= 0:
             c.value_error(f"{c.op} {name} entries must be positive; got {v}", code="TC210", at=name)
     return tuple(vals)
+
+
+def memory_arg(c, name, allowed, what):
+    """A static ``MemorySpace`` argument among ``allowed`` (None: Vec)."""
+    if not c.given(name):
+        return MemorySpace.Vec
+    v = c.enum(name, MemorySpace)
+    if v not in allowed:
+        c.value_error(f"{c.op} {name} must be {' or '.join('MemorySpace.' + m.name for m in allowed)}"
+                      f" ({what}); got MemorySpace.{v.name}", code="TC251", at=name)
+    return v
+
+
+def vector_tile(c, name, t, allowed=(MemorySpace.Vec,)):
+    """Ops of the vector unit read tiles in ``Vec`` (a store also drains the
+    matmul accumulator, ``Acc``): a tile elsewhere is the chip's error too."""
+    if isinstance(t, TileType) and t.memory not in allowed:
+        c.value_error(f"{c.op} needs its tile {name} in "
+                      f"{' or '.join('MemorySpace.' + m.name for m in allowed)}; got a tile in "
+                      f"MemorySpace.{t.memory.name}", code="TC251", at=name,
+                      hint="move it first: t = pl.move(t, target_memory=pl.MemorySpace.Vec)")
 
 
 def _dtype_arg(c, name):
@@ -54,7 +75,9 @@ def _load(c):
                          target_what="source tensor") if c.given("valid_shape") else None
     extents = [v if v is not None else s for v, s in zip(valid, shp)] if valid else list(shp)
     c.region_in_bounds(offs, extents, t.shape, what="load region", at="shapes")
-    return TileType(shp, t.dtype, tuple(valid) if valid else None)
+    mem = memory_arg(c, "target_memory", (MemorySpace.Vec, MemorySpace.Mat),
+                     "a load fills the vector buffer or the matrix buffer L1")
+    return TileType(shp, t.dtype, tuple(valid) if valid else None, mem)
 
 
 @op("pl.store", where=KERNEL, kernel=RankContext.store, effects=("write",),
@@ -69,6 +92,7 @@ def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_)
 @store.rule
 def _store(c):
     tl = c.tile("tile", "source tile")
+    vector_tile(c, "tile", tl, (MemorySpace.Vec, MemorySpace.Acc))
     out = c.tensor("output_tensor", "destination")
     offs = c.index_list("offsets", out.rank, target_what="destination tensor")
     if tl.rank > out.rank:
@@ -125,6 +149,7 @@ def _elementwise(c):
         if not isinstance(t, (ScalarType, TileType, TensorType)):
             c.type_error(f"{c.op} expects tiles, tensors or scalars; {side} is {describe(t)}",
                          at=side)
+        vector_tile(c, side, t)
     if lsc and rsc:
         dt = lt.dtype if (lt.dtype and lt.dtype.is_float) or not (rt.dtype and rt.dtype.is_float) \
             else rt.dtype
@@ -144,13 +169,13 @@ def _elementwise(c):
                       code="TC208", at="rhs")
     out = _fresh(lt, lt.shape, lt.dtype)
     if isinstance(lt, TileType) and (lt.valid_shape or rt.valid_shape):
-        out = TileType(lt.shape, lt.dtype, lt.valid_shape or rt.valid_shape)
+        out = TileType(lt.shape, lt.dtype, lt.valid_shape or rt.valid_shape, lt.memory)
     return out
 
 
 def _fresh(t, shape, dtype):
     if isinstance(t, TileType):
-        return TileType(tuple(shape), dtype, t.valid_shape)
+        return TileType(tuple(shape), dtype, t.valid_shape, t.memory)
     return TensorType(tuple(shape), dtype)
 
 
@@ -185,6 +210,7 @@ def cast(input, target_type, mode="round"):
 def _cast(c):
     t = c.type("input")
     dt = _dtype_arg(c, "target_type")
+    vector_tile(c, "input", t)
     if isinstance(t, ScalarType):
         return ScalarType(dt)
     if isinstance(t, (TileType, TensorType)):
@@ -206,14 +232,19 @@ def _full(c):
     return TileType(shp, dt)
 
 
-@op("pl.tile.create", where=KERNEL, kernel=RankContext.create_tile, static=("shape", "dtype"))
+@op("pl.tile.create", where=KERNEL, kernel=RankContext.create_tile,
+    static=("shape", "dtype", "target_memory"))
 def create(shape, dtype, target_memory=None, transpose=None, *, flat_layout=None):
     """A new scratch tile of ``shape`` (zero-filled on the CPU)."""
 
 
 @create.rule
 def _create(c):
-    return TileType(_static_list(c, "shape", None, "shape"), _dtype_arg(c, "dtype"))
+    shp, dt = _static_list(c, "shape", None, "shape"), _dtype_arg(c, "dtype")
+    mem = memory_arg(c, "target_memory", (MemorySpace.Vec, MemorySpace.Mat, MemorySpace.Left,
+                                          MemorySpace.Right, MemorySpace.Acc),
+                     "a tile lives in an on-chip buffer")
+    return TileType(shp, dt, None, mem)
 
 
 @op("pl.slice", where=KERNEL, kernel=RankContext.slice_, static=("shape",),
@@ -300,8 +331,10 @@ def _get_block_idx(c):
 @op("pl.array.create", where=(ORCH, INCORE), kernel=RankContext.create_array,
     static=("extent", "dtype"))
 def array_create(extent, dtype):
-    """A small on-core array of ``extent`` scalars (``pl.TASK_ID`` arrays collect
-    TaskIds for ``deps=[tids]``; entries not yet assigned name no task)."""
+    """A small on-core array of ``extent`` scalars, zero-filled: ``v = arr[i]``
+    reads an element, ``arr[i] = v`` rebinds ``arr`` to an updated array (a
+    value, usable as a loop-carried value).  ``pl.TASK_ID`` arrays collect
+    TaskIds for ``deps=[tids]``; entries not yet assigned name no task."""
 
 
 @array_create.rule
@@ -313,7 +346,11 @@ def _array_create(c):
     if n <= 0:
         c.value_error(f"pl.array.create extent must be positive; got {n}", code="TC210",
                       at="extent")
-    return TensorType((n,), _dtype_arg(c, "dtype"))
+    dt = _dtype_arg(c, "dtype")
+    if not (dt.is_int or dt.is_float) or dt.bits > 64:
+        c.type_error(f"pl.array.create dtype must be an integer, float or pl.TASK_ID scalar "
+                     f"type; got {dt.name}", code="TC250", at="dtype")
+    return ArrayType(n, dt)
 
 
 __all__ = ["load", "store", "read", "write", "add", "sub", "mul", "div", "maximum", "minimum",

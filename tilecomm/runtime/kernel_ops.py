@@ -10,6 +10,8 @@ import numpy as np
 
 from ..errors import RuntimeFault
 from ..transport.memops import atomic_add, write_region  # noqa: F401  (re-exported)
+from .matmul_ops import MatmulOps
+from .scalar_ops import ScalarOps
 from .values import Tile, WindowView, address, make_tile, valid_region
 
 
@@ -85,7 +87,7 @@ def tile_valid(t) -> np.ndarray:
     return np.asarray(t)[tuple(slice(0, int(n)) for n in v)]
 
 
-class KernelOps:
+class KernelOps(ScalarOps, MatmulOps):
     """Mixin: the numpy implementations of the local ``pl`` ops."""
 
     # -------------------------------------------------------------- load/store

@@ -1,0 +1,141 @@
+"""Programs with one mistake each in the pl op set (arrays, memory spaces,
+matmul, assemble, slicing, casts, loops, lanes, placement), and the table of
+their compile-error cases.  ``test_compile_errors`` runs the table with the
+same checks as its own (``# E:<tag>`` markers locate the expected line)."""
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+from tilecomm.errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
+
+from bad_programs import SIG, WIN, X, Y
+
+SYNTAX = (SyntaxError, ProgramSyntaxError)
+TYPE = (TypeError, ProgramTypeError)
+VALUE = (ValueError, ProgramValueError)
+
+
+# ------------------------------------------------------------------ pl.Array
+@pl.jit.incore
+def k_array_two_indices(x: X, y: Y, win: WIN, sig: SIG):
+    h = pl.array.create(4, pl.INT32)
+    v = h[0, 1]  # E:TC250
+    return y
+
+
+@pl.jit.incore
+def k_array_float_element(x: X, y: Y, win: WIN, sig: SIG):
+    h = pl.array.create(4, pl.INT32)
+    h[0] = 1.5  # E:TC250
+    return y
+
+
+@pl.jit.incore
+def k_array_index_out_of_bounds(x: X, y: Y, win: WIN, sig: SIG):
+    h = pl.array.create(4, pl.INT32)
+    v = h[4]  # E:TC202
+    return y
+
+
+@pl.jit.incore
+def k_array_bool_dtype(x: X, y: Y, win: WIN, sig: SIG):
+    h = pl.array.create(4, pl.BOOL)  # E:TC250
+    return y
+
+
+@pl.jit.incore
+def k_array_float_index(x: X, y: Y, win: WIN, sig: SIG):
+    h = pl.array.create(4, pl.INT32)
+    v = h[1.0]  # E:TC250
+    return y
+
+
+# ------------------------------------------------------------------ memory spaces, matmul
+MAT, LEFT, RIGHT = pl.MemorySpace.Mat, pl.MemorySpace.Left, pl.MemorySpace.Right
+
+
+@pl.jit.incore
+def k_matmul_vec_operands(x: X, y: Y, win: WIN, sig: SIG):
+    a = pl.load(x, [0, 0], [2, 8])
+    b = pl.move(pl.load(x, [0, 0], [2, 8], target_memory=MAT), RIGHT)
+    c = pl.matmul(a, b, b_trans=True)  # E:TC251
+    return y
+
+
+@pl.jit.incore
+def k_matmul_rhs_in_left(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=MAT)
+    c = pl.matmul(pl.move(t, LEFT), pl.move(t, LEFT), b_trans=True)  # E:TC251
+    return y
+
+
+@pl.jit.incore
+def k_matmul_inner_mismatch(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=MAT)
+    c = pl.matmul(pl.move(t, LEFT), pl.move(t, RIGHT))  # E:TC252
+    return y
+
+
+@pl.jit.incore
+def k_matmul_nz(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=MAT)
+    c = pl.matmul(pl.move(t, LEFT), pl.move(t, RIGHT), b_trans=True, c_matrix_nz=True)  # E:TC253
+    return y
+
+
+@pl.jit.incore
+def k_matmul_out_int(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=MAT)
+    c = pl.matmul(pl.move(t, LEFT), pl.move(t, RIGHT), out_dtype=pl.INT32, b_trans=True)  # E:TC204
+    return y
+
+
+@pl.jit.incore
+def k_load_into_left(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=LEFT)  # E:TC251
+    return y
+
+
+@pl.jit.incore
+def k_move_into_acc(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=MAT)
+    a = pl.move(t, target_memory=pl.MemorySpace.Acc)  # E:TC251
+    return y
+
+
+@pl.jit.incore
+def k_add_in_left(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.move(pl.load(x, [0, 0], [2, 8], target_memory=MAT), LEFT)
+    u = pl.add(t, 1.0)  # E:TC251
+    return y
+
+
+@pl.jit.incore
+def k_store_from_mat(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8], target_memory=MAT)
+    y = pl.store(t, [0, 0], y)  # E:TC251
+    return y
+
+
+CASES = [
+    (k_array_two_indices, "TC250", TYPE, "0, 1", ["one integer index", "got '(0, 1)'"]),
+    (k_array_float_element, "TC250", TYPE, "1.5", ["Array[4]<INT32>", "integer scalar",
+                                                   "got 1.5"]),
+    (k_array_index_out_of_bounds, "TC202", VALUE, "4]", ["index 4", "Array[4]<INT32>"]),
+    (k_array_bool_dtype, "TC250", TYPE, "pl.BOOL", ["integer, float or pl.TASK_ID", "got BOOL"]),
+    (k_array_float_index, "TC250", TYPE, "1.0", ["integer scalar", "got 1.0"]),
+    (k_matmul_vec_operands, "TC251", VALUE, "a, b", ["lhs tile in MemorySpace.Left",
+                                                      "got a tile in MemorySpace.Vec"]),
+    (k_matmul_rhs_in_left, "TC251", VALUE, "pl.move(t, LEFT), b_trans",
+     ["rhs tile in MemorySpace.Right", "got a tile in MemorySpace.Left"]),
+    (k_matmul_inner_mismatch, "TC252", VALUE, "pl.move(t, RIGHT)",
+     ["inner dimensions differ", "[2, 8]", "[2, 8]"]),
+    (k_matmul_nz, "TC253", VALUE, "True)", ["c_matrix_nz=True", "NZ"]),
+    (k_matmul_out_int, "TC204", TYPE, "pl.INT32", ["FP32 or FP16 or BF16", "got 'INT32'"]),
+    (k_load_into_left, "TC251", VALUE, "LEFT", ["MemorySpace.Vec or MemorySpace.Mat",
+                                                "got MemorySpace.Left"]),
+    (k_move_into_acc, "TC251", VALUE, "pl.MemorySpace.Acc",
+     ["MemorySpace.Vec or MemorySpace.Mat or MemorySpace.Left or MemorySpace.Right",
+      "got MemorySpace.Acc"]),
+    (k_add_in_left, "TC251", VALUE, "t, 1.0", ["MemorySpace.Vec", "MemorySpace.Left"]),
+    (k_store_from_mat, "TC251", VALUE, "t, [", ["MemorySpace.Vec or MemorySpace.Acc",
+                                               "MemorySpace.Mat"]),
+]
