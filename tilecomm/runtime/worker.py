@@ -10,6 +10,7 @@ import threading
 import traceback
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..errors import UserError
 from ..transport.base import WindowKey
@@ -38,6 +39,12 @@ def worker_main(rank: int, ranks, conn) -> int:
     # Ctrl-C reaches the whole process group; the controller alone handles it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    # A rank is one device sharing the machine's cores with every other rank
+    # (its scheduler's cores are threads of its own): a BLAS pool of one
+    # thread per core in every rank oversubscribes them, and a pl.matmul then
+    # waits for pool threads spinning against other ranks' (at 2 ranks on 2
+    # cores a [128, 256] @ [256, 256] took ~11 ms instead of ~0.2 ms).
+    threadpool_limits(limits=1, user_api="blas")
     if os.getppid() != ranks.owner:
         return M.EXIT_FAILED
     ranks.transport.in_child(rank)
