@@ -14,6 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tilecomm.errors import RankFailure
+
 from programs_prims import config_for
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -129,3 +131,21 @@ def test_routing_generator_hits_the_requested_loads():
     assert all(len(set(row)) == shape.topk for row in idx.reshape(-1, shape.topk))
     with pytest.raises(ValueError):
         moe.make_routing(np.random.default_rng(5), 1, shape, full=(0,), empty=(0,))
+
+
+@pytest.mark.parametrize("bad", [-1, "past-the-end"])
+def test_expert_id_outside_the_world_is_a_located_rank_failure(bad):
+    # a routing naming an expert no rank owns must stop the round where the id
+    # is first used (the histogram), never index another expert's counts
+    shape, nr = moe.SMALL, 2
+    xs, idxs, wts = moe.make_inputs(np.random.default_rng(0), nr, shape)
+    idxs[1, 3, 1] = -1 if bad == -1 else nr * shape.experts
+    ys = np.zeros(xs.shape, np.float32)
+    stats = np.zeros((nr, 1, shape.experts + 1), np.int32)
+    with pytest.raises(RankFailure) as ei:
+        moe.build(nr, shape)(xs, idxs, wts, ys, stats, config=config_for(nr))
+    e = ei.value
+    assert e.rank == 1 and e.error_code == "TC502" and "out of bounds" in str(e)
+    with open(EXAMPLE) as f:
+        line = next(i for i, text in enumerate(f, 1) if "hist[g] = hist[g] + 1" in text)
+    assert os.path.abspath(e.span.file) == EXAMPLE and e.span.line == line
