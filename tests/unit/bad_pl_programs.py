@@ -115,6 +115,79 @@ def k_store_from_mat(x: X, y: Y, win: WIN, sig: SIG):
     return y
 
 
+# ------------------------------------------------------------------ regions, shapes, casts
+@pl.jit.incore
+def k_assemble_dtype(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.cast(pl.load(x, [0, 0], [1, 8]), pl.FP16)
+    y = pl.assemble(y, t, [0, 0])  # E:TC204
+    return y
+
+
+@pl.jit.incore
+def k_assemble_out_of_bounds(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8])
+    y = pl.assemble(y, t, [1, 0])  # E:TC202
+    return y
+
+
+@pl.jit.incore
+def k_assemble_tensor_into_tile(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8])
+    t = pl.tile.assemble(t, x, [0, 0])  # E:TC102
+    return y
+
+
+@pl.jit.incore
+def k_region_assign_dtype(x: X, y: Y, win: WIN, sig: SIG):
+    y[0:1, 0:8] = pl.cast(pl.load(x, [0, 0], [1, 8]), pl.INT32)  # E:TC204
+    return y
+
+
+@pl.jit.incore
+def k_slice_clamp(x: X, y: Y, win: WIN, sig: SIG):
+    v = pl.slice(x, [1, 8], [0, 0], clamp=True)  # E:TC253
+    return y
+
+
+@pl.jit.incore
+def k_slice_tensor_valid(x: X, y: Y, win: WIN, sig: SIG):
+    v = pl.tensor.slice(x, [1, 8], [0, 0], valid_shape=[1, 4])  # E:TC253
+    return y
+
+
+@pl.jit.incore
+def k_slice_bad_pad(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8])
+    v = pl.slice(t, [1, 8], [0, 0], valid_shape=[1, 4], pad_value=5)  # E:TC214
+    return y
+
+
+@pl.jit.incore
+def k_slice_drop_wide(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8])
+    v = pl.slice(t, [2, 8], [0, 0], drop_dims=[0])  # E:TC208
+    return y
+
+
+@pl.jit.incore
+def k_cast_mode(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.cast(pl.load(x, [0, 0], [2, 8]), pl.INT32, mode="nearest")  # E:TC214
+    return y
+
+
+@pl.jit.incore
+def k_reshape_numel(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.tile.reshape(pl.load(x, [0, 0], [2, 8]), [4, 8])  # E:TC208
+    return y
+
+
+@pl.jit.incore
+def k_row_sum_small_tmp(x: X, y: Y, win: WIN, sig: SIG):
+    t = pl.load(x, [0, 0], [2, 8])
+    s = pl.tile.row_sum(t, pl.tile.create([2, 4], pl.FP32))  # E:TC208
+    return y
+
+
 CASES = [
     (k_array_two_indices, "TC250", TYPE, "0, 1", ["one integer index", "got '(0, 1)'"]),
     (k_array_float_element, "TC250", TYPE, "1.5", ["Array[4]<INT32>", "integer scalar",
@@ -138,4 +211,16 @@ CASES = [
     (k_add_in_left, "TC251", VALUE, "t, 1.0", ["MemorySpace.Vec", "MemorySpace.Left"]),
     (k_store_from_mat, "TC251", VALUE, "t, [", ["MemorySpace.Vec or MemorySpace.Acc",
                                                "MemorySpace.Mat"]),
+    (k_assemble_dtype, "TC204", TYPE, "t, [", ["FP16", "FP32"]),
+    (k_assemble_out_of_bounds, "TC202", VALUE, "[1, 0]", ["exceeds", "offset=1, extent=2, dim=2"]),
+    (k_assemble_tensor_into_tile, "TC102", TYPE, "x, [", ["tile source", "got Tensor[2, 8]"]),
+    (k_region_assign_dtype, "TC204", TYPE, "pl.cast(", ["INT32", "FP32"]),
+    (k_slice_clamp, "TC253", VALUE, "True", ["clamp=True"]),
+    (k_slice_tensor_valid, "TC253", VALUE, "[1, 4]", ["valid_shape= needs a tile"]),
+    (k_slice_bad_pad, "TC214", VALUE, "5)", ["pl.PadValue", "got 5"]),
+    (k_slice_drop_wide, "TC208", VALUE, "[0])", ["unit dim", "extent 2"]),
+    (k_cast_mode, "TC214", VALUE, "\"nearest\"", ["'round'", "'odd'", "got 'nearest'"]),
+    (k_reshape_numel, "TC208", VALUE, "[4, 8]", ["16 elements", "32 elements"]),
+    (k_row_sum_small_tmp, "TC208", VALUE, "pl.tile.create(", ["cover its shape [2, 8]",
+                                                             "Tile[2, 4]"]),
 ]

@@ -1,5 +1,6 @@
-"""``pl.Array`` element access: ``v = arr[i]`` and the functional update
-``arr[i] = v``.
+"""Subscript assignments with a meaning of their own: ``pl.Array`` element
+access (``v = arr[i]`` and the functional update ``arr[i] = v``), and region
+assignment ``dst[a:b, c:d] = src``, which is ``pl.assemble``.
 
 An array is a value, not memory (reference §4.3: the update rebinds the
 name), so ``arr[i] = v`` is checked here and lowered as ``arr =
@@ -11,12 +12,14 @@ from __future__ import annotations
 import ast
 import enum
 
-from ..dtypes import TASK_ID
+from ..dtypes import INDEX, TASK_ID
 from ..errors import ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
-from ..ir.types import ArrayType, ScalarType, TaskIdType
+from ..ir.enums import AtomicType
+from ..ir.types import ArrayType, EnumType, ScalarType, TaskIdType, TileType, is_static
+from ..ops import pl_shape
 from ..ops.check import const_value, describe
-from .common import _err
+from .common import _PY, _err
 
 
 class ArrayParsing:
@@ -68,6 +71,39 @@ class ArrayParsing:
                        else None)
         self.env[target.value.id] = at
         return N.StoreIndex(self.span(s), view, value)
+
+
+    def region_assemble(self, view, value, s):
+        """``dst[a:b, c:d] = src`` as ``pl.assemble(dst, src, [a, c])`` when the
+        region has the source's shape (a source of lower rank lands on the
+        inner dims, as for assemble); None otherwise (a same-size region of
+        another shape is a reshaping copy)."""
+        base = view.value
+        bt, vt = base.type, value.type
+        if not hasattr(bt, "shape") or bt.shape is None or vt.shape is None:
+            return None
+        offsets, extents = [], []
+        for it, dim in zip(view.items, bt.shape):
+            if isinstance(it, N.SliceExpr):
+                lo = 0 if it.start is None else const_value(it.start)
+                hi = dim if it.stop is None else const_value(it.stop)
+                offsets.append(it.start if it.start is not None else
+                               N.Const(ScalarType(INDEX), it.span, 0))
+                extents.append(hi - lo if is_static(lo) and is_static(hi) else None)
+            else:
+                offsets.append(it)
+                extents.append(1)
+        src = list(vt.valid_shape or vt.shape) if isinstance(vt, TileType) else list(vt.shape)
+        if len(src) > len(extents):
+            return None
+        src = [1] * (len(extents) - len(src)) + src
+        if src != extents:
+            return None
+        span = self.span(s)
+        args = {"target": base, "source": value,
+                "offset": N.ListExpr(_PY, span, offsets),
+                "atomic": N.Const(EnumType(AtomicType), span, AtomicType.None_)}
+        return self._op_call(pl_shape.assemble.record, args, s, {"target", "source", "offset"})
 
 
 __all__ = ["ArrayParsing"]

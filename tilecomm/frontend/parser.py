@@ -180,6 +180,9 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing):
                 raise _err(ProgramTypeError, f"element assignment needs a scalar value; got "
                            f"{describe(vt)}", self.span(value_node), "TC102")
         elif isinstance(vt, (TileType, TensorType)):
+            call = self.region_assemble(view, value, s)
+            if call is not None:
+                return N.ExprStmt(self.span(s), call)
             if vt.dtype is not tt.dtype:
                 raise _err(ProgramTypeError, f"assigned value dtype {vt.dtype.name} differs from "
                            f"destination dtype {tt.dtype.name}", self.span(value_node), "TC204")

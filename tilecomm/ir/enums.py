@@ -81,3 +81,12 @@ class TileLayout(enum.IntEnum):
     none_box = 0
     row_major = 1
     col_major = 2
+
+
+class PadValue(enum.IntEnum):
+    """What fills a tile outside its valid region (``pl.slice(pad_value=)``):
+    ``null`` leaves the elements as they are."""
+    null = 0
+    zero = 1
+    max = 2
+    min = 3

@@ -7,6 +7,7 @@ from ..ir.types import (ArrayType, Dim, NONE, ScalarType, TensorType, TileType, 
 from .check import const_value, describe
 from ..ir.kinds import HOST, INCORE, ORCH
 from ..runtime.host import HostRuntime
+from ..runtime.cast_ops import MODES as CAST_MODES
 from ..runtime.rank import RankContext
 from .registry import op
 
@@ -203,7 +204,11 @@ minimum = _declare_binary("pl.minimum", RankContext.minimum, "Elementwise minimu
 @op("pl.cast", where=KERNEL, kernel=RankContext.cast, static=("target_type", "mode"),
     aliases=("pl.tile.cast", "pl.tensor.cast"))
 def cast(input, target_type, mode="round"):
-    """Convert a tile, tensor or scalar to ``target_type`` (round to nearest)."""
+    """Convert a tile, tensor or scalar to ``target_type``.  ``mode`` is the
+    device's rounding of a lossy conversion: "round" (nearest, ties away from
+    zero; the default), "rint" / "none" (nearest, ties to even), "floor",
+    "ceil", "trunc", "odd" (round to odd), or their codes 0-6.  Float to
+    integer saturates; integer to integer wraps."""
 
 
 @cast.rule
@@ -211,6 +216,11 @@ def _cast(c):
     t = c.type("input")
     dt = _dtype_arg(c, "target_type")
     vector_tile(c, "input", t)
+    mode = c.const("mode")
+    if not (isinstance(mode, str) and mode in CAST_MODES or type(mode) is int and
+            0 <= mode < len(CAST_MODES)):
+        c.value_error(f"pl.cast mode must be one of {', '.join(map(repr, CAST_MODES))} or a code "
+                      f"0-{len(CAST_MODES) - 1}; got {mode!r}", code="TC214", at="mode")
     if isinstance(t, ScalarType):
         return ScalarType(dt)
     if isinstance(t, (TileType, TensorType)):
@@ -245,21 +255,6 @@ def _create(c):
                                           MemorySpace.Right, MemorySpace.Acc),
                      "a tile lives in an on-chip buffer")
     return TileType(shp, dt, None, mem)
-
-
-@op("pl.slice", where=KERNEL, kernel=RankContext.slice_, static=("shape",),
-    aliases=("pl.tile.slice", "pl.tensor.slice"))
-def slice(input, shape, offset, valid_shape=None, drop_dims=None, pad_value=None, clamp=False):
-    """View of ``input[offset : offset + shape]`` (shape first, then offset)."""
-
-
-@slice.rule
-def _slice(c):
-    t = c.shaped("input", "source")
-    shp = _static_list(c, "shape", t.rank, "shape")
-    offs = c.index_list("offset", t.rank, what="offset", target_what="source")
-    c.region_in_bounds(offs, shp, t.shape, what="slice", at="offset")
-    return _fresh(t, shp, t.dtype)
 
 
 # ------------------------------------------------------------------ scalars
@@ -354,5 +349,5 @@ def _array_create(c):
 
 
 __all__ = ["load", "store", "read", "write", "add", "sub", "mul", "div", "maximum", "minimum",
-           "cast", "full", "create", "slice", "const", "min", "max", "create_tensor", "FP32",
+           "cast", "full", "create", "const", "min", "max", "create_tensor", "FP32",
            "INT32", "const_value", "get_block_idx", "array_create"]
