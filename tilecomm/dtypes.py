@@ -63,10 +63,12 @@ def _ml(name):
     return resolve
 
 
-# 8-bit floats and 4-bit integers of the reference's dtype list that ml_dtypes
-# provides; a 4-bit element occupies one byte of a numpy array
+# the 8- and 4-bit types of the reference's dtype list that ml_dtypes provides
+# (HF4 / HF8 have no numpy type); a 4-bit element occupies one byte of an array
 FP8E4M3FN = DataType("FP8E4M3FN", _ml("float8_e4m3fn"), 8, is_float=True)
 FP8E5M2 = DataType("FP8E5M2", _ml("float8_e5m2"), 8, is_float=True)
+FP8E8M0 = DataType("FP8E8M0", _ml("float8_e8m0fnu"), 8, is_float=True)   # MX scale: 2**e
+FP4 = DataType("FP4", _ml("float4_e2m1fn"), 4, is_float=True)
 INT4 = DataType("INT4", _ml("int4"), 4, is_int=True)
 UINT4 = DataType("UINT4", _ml("uint4"), 4, is_int=True)
 BOOL = DataType("BOOL", np.bool_, 8)
@@ -74,7 +76,7 @@ INDEX = DataType("INDEX", np.int64, 64, is_int=True)
 TASK_ID = DataType("TASK_ID", np.int64, 64, is_int=True)
 
 ALL = [FP32, FP16, BF16, INT32, INT16, INT8, INT64, UINT8, UINT16, UINT32, UINT64, FP64, BOOL,
-       INDEX, TASK_ID, FP8E4M3FN, FP8E5M2, INT4, UINT4]
+       INDEX, TASK_ID, FP8E4M3FN, FP8E5M2, FP8E8M0, FP4, INT4, UINT4]
 _BY_NAME = {d.name: d for d in ALL}
 
 # dtypes the hardware atomic add (remote_store / put / store with atomic=Add) supports
@@ -94,7 +96,7 @@ def from_numpy(dt) -> DataType | None:
         if d.np_dtype == dt:
             return d
     if dt.kind in "Vf":                  # ml_dtypes types (checked last: importing it is slow)
-        for d in (FP8E4M3FN, FP8E5M2, INT4, UINT4):
+        for d in (FP8E4M3FN, FP8E5M2, FP8E8M0, FP4, INT4, UINT4):
             if dt == d.np_dtype:
                 return d
     return None

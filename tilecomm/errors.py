@@ -181,6 +181,10 @@ CODES = {
     "TC251": "tile in the wrong memory space for the op (matmul Left x Right, vector ops Vec)",
     "TC252": "matmul operand shapes do not multiply",
     "TC253": "argument the CPU cannot honour (a physical layout with no CPU equivalent)",
+    "TC254": "misplaced tensor op: a tensor operation in chip orchestration outside "
+             "pl.at(CORE_GROUP)",
+    "TC256": "pl.split_aiv misuse (lane count, form, nesting)",
+    "TC257": "pl.while_ / pl.cond misuse",
     "TC300": "unsupported construct",
     "TC301": "operation used in the wrong kind of function",
     "TC302": "unsupported syntax",

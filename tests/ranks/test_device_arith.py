@@ -188,3 +188,42 @@ def test_division_by_nonzero_divisor_runs(n):
     ys = np.zeros((n, 1, 1), np.int32)
     div_main(ys, config=config_for(n))
     assert int(ys[0, 0, 0]) == c_div(10, -1)
+
+
+# ------------------------------------------------------------------ element-wise integer division
+@pl.jit.incore
+def tdiv_kernel(x: pl.Tensor[[2, NCOL], pl.INT32], y: pl.InOut[pl.Tensor[[3, NCOL], pl.INT32]],
+                r: pl.Scalar[pl.INT32]):
+    a = pl.load(x, [0, 0], [1, NCOL])
+    b = pl.load(x, [1, 0], [1, NCOL])
+    pl.store(pl.div(a, b), [0, 0], y)
+    pl.store(pl.div(a, r - 3), [1, 0], y)
+    pl.write(y, [2, 0], pl.div(r - 9, 4))
+    return y
+
+
+@pl.jit
+def tdiv_chip(x: pl.Tensor[[2, NCOL], pl.INT32], y: pl.InOut[pl.Tensor[[3, NCOL], pl.INT32]],
+              r: pl.Scalar[pl.INT32]):
+    return tdiv_kernel(x, y, r)
+
+
+@pl.jit.host
+def tdiv_main(xs: pl.Tensor[[NR, 2, NCOL], pl.INT32], ys: pl.InOut[pl.Tensor[[NR, 3, NCOL], pl.INT32]]):
+    for r in pl.range(pld.world_size()):
+        tdiv_chip(xs[r], ys[r], r, device=r)
+    return ys
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_elementwise_integer_division_truncates(n):
+    rng = np.random.default_rng(600 + n)
+    xs = rng.integers(-50, 50, size=(n, 2, NCOL)).astype(np.int32)
+    xs[:, 1] = np.where(xs[:, 1] == 0, -3, xs[:, 1])
+    ys = np.zeros((n, 3, NCOL), np.int32)
+    tdiv_main(xs, ys, config=config_for(n))
+    for r in range(n):
+        a, b = xs[r, 0].astype(np.int64), xs[r, 1].astype(np.int64)
+        np.testing.assert_array_equal(ys[r, 0], np.trunc(a / b).astype(np.int32))
+        np.testing.assert_array_equal(ys[r, 1], np.trunc(a / (r - 3)).astype(np.int32))
+        assert ys[r, 2, 0] == c_div(r - 9, 4)

@@ -112,3 +112,36 @@ def test_runtime_index_out_of_bounds_is_a_located_fault():
     ys = np.zeros((1, 3, E), np.int32)
     bounds_main(ids[:1], ys, config=config_for(1))
     assert ys[0, 0, 0] == 1
+
+
+@pl.jit
+def captured_chip(ids: pl.Tensor[[1, T], pl.INT32], y: pl.InOut[pl.Tensor[[3, E], pl.INT32]],
+                  r: pl.Scalar[pl.INT32]):
+    # an orchestration array captured by a task: the task sees the value at submission
+    offs = pl.array.create(E, pl.INT32)
+    for j in pl.range(E):
+        offs[j] = j * 10 + r
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume"):
+        for j in pl.range(E):
+            pl.write(y, [0, j], offs[j])
+    offs[0] = -1                                  # a later update is a new value
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="again"):
+        pl.write(y, [1, 0], offs[0])
+    return y
+
+
+@pl.jit.host
+def captured_main(ids: pl.Tensor[[NR, 1, T], pl.INT32], ys: pl.InOut[pl.Tensor[[NR, 3, E], pl.INT32]]):
+    for r in pl.range(pld.world_size()):
+        captured_chip(ids[r], ys[r], r, device=r)
+    return ys
+
+
+@pytest.mark.parametrize("n", LOCAL_SIZES)
+def test_orchestration_array_captured_by_tasks(n):
+    ids = np.zeros((n, 1, T), np.int32)
+    ys = np.zeros((n, 3, E), np.int32)
+    captured_main(ids, ys, config=config_for(n))
+    for r in range(n):
+        assert list(ys[r, 0]) == [j * 10 + r for j in range(E)]
+        assert ys[r, 1, 0] == -1

@@ -150,3 +150,42 @@ def test_valid_shapes_accumulator_move_and_tensor_matmul(n):
         exp[4:7, 0:5] = 2 * prod
         np.testing.assert_array_equal(c[r], exp)
         np.testing.assert_array_equal(d[r], prod)
+
+
+# ------------------------------------------------------------------ narrowing store of Acc
+@pl.jit.incore
+def narrow_kernel(a: pl.Tensor[[M, K], pl.BF16], b: pl.Tensor[[K, N], pl.BF16],
+                  c: pl.Out[pl.Tensor[[M, N], pl.BF16]]):
+    la = pl.move(pl.load(a, [0, 0], [M, K], target_memory=MAT), LEFT)
+    rb = pl.move(pl.load(b, [0, 0], [K, N], target_memory=MAT), RIGHT)
+    c = pl.store(pl.matmul(la, rb), [0, 0], c)     # FP32 Acc rounded to BF16 by the store
+    return c
+
+
+@pl.jit
+def narrow_chip(a: pl.Tensor[[M, K], pl.BF16], b: pl.Tensor[[K, N], pl.BF16],
+                c: pl.Out[pl.Tensor[[M, N], pl.BF16]]):
+    return narrow_kernel(a, b, c)
+
+
+@pl.jit.host
+def narrow_main(a: pl.Tensor[[NR, M, K], pl.BF16], b: pl.Tensor[[NR, K, N], pl.BF16],
+                c: pl.Out[pl.Tensor[[NR, M, N], pl.BF16]]):
+    for r in pl.range(pld.world_size()):
+        narrow_chip(a[r], b[r], c[r], device=r)
+    return c
+
+
+@pytest.mark.parametrize("n", LOCAL_SIZES)
+def test_accumulator_store_rounds_to_bf16(n):
+    rng = np.random.default_rng(90 + n)
+    bf = ml_dtypes.bfloat16
+    a = rng.standard_normal((n, M, K)).astype(bf)
+    b = rng.standard_normal((n, K, N)).astype(bf)
+    c = np.zeros((n, M, N), bf)
+    narrow_main(a, b, c, config=config_for(n))
+    for r in range(n):
+        acc = a[r].astype(np.float32) @ b[r].astype(np.float32)
+        exp = acc.astype(bf).astype(np.float64)
+        np.testing.assert_allclose(c[r].astype(np.float64), exp, rtol=2 ** -7,
+                                   atol=2 ** -7 * np.abs(exp).max())

@@ -104,6 +104,9 @@ def shapes_kernel(x: pl.Tensor[[4, 8], pl.FP32], y: pl.InOut[pl.Tensor[[10, 8], 
     pl.store(pl.tile.reshape(sums, [1, 4]), [7, 0], y)
     # row sums of a ragged tile cover its valid columns only
     pl.store(pl.tile.row_sum(rag, tmp), [0, 7], y)
+    # a clamped load past the edge: valid where the source is, stored whole
+    edge = pl.load(x, [3, 5], [2, 4], clamp=True)
+    pl.store(edge, [8, 0], y, [2, 4])
     return y
 
 
@@ -140,6 +143,8 @@ def test_slice_options_reshape_row_sum(n):
         exp[6] = x[r]
         exp[7, 0:4] = x.sum(axis=1)
         exp[0:4, 7] = x[:, 0:6].sum(axis=1)
+        exp[8:10, 0:4] = 0
+        exp[8, 0:3] = x[3, 5:8]
         np.testing.assert_array_equal(ys[r], exp)
 
 
@@ -263,3 +268,50 @@ def test_cast_saturates_and_converts_scalars():
     main(xs, ys, config=config_for(1))
     np.testing.assert_array_equal(ys[0, 0], [127, -128, 0, -1])
     assert ys[0, 1, 0] == -2
+
+
+# ------------------------------------------------------------------ narrow dtypes
+def narrow_program(dt):
+    @pl.jit.incore
+    def kernel(x: pl.Tensor[[1, 16], pl.FP32], y: pl.Out[pl.Tensor[[1, 16], dt]],
+               back: pl.Out[pl.Tensor[[1, 16], pl.FP32]]):
+        t = pl.cast(pl.load(x, [0, 0], [1, 16]), dt, mode="rint")
+        y = pl.store(t, [0, 0], y)
+        pl.store(pl.cast(pl.load(y, [0, 0], [1, 16]), pl.FP32), [0, 0], back)
+        return y
+
+    @pl.jit
+    def chip(x: pl.Tensor[[1, 16], pl.FP32], y: pl.Out[pl.Tensor[[1, 16], dt]],
+             back: pl.Out[pl.Tensor[[1, 16], pl.FP32]]):
+        return kernel(x, y, back)
+
+    @pl.jit.host
+    def main(xs: pl.Tensor[[NR, 1, 16], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, 16], dt]],
+             backs: pl.Out[pl.Tensor[[NR, 1, 16], pl.FP32]]):
+        for r in pl.range(pld.world_size()):
+            chip(xs[r], ys[r], backs[r], device=r)
+        return ys
+
+    return main
+
+
+@pytest.mark.parametrize("dt", [pl.FP8E4M3FN, pl.FP8E5M2, pl.FP8E8M0, pl.FP4, pl.INT4, pl.UINT4],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("n", LOCAL_SIZES)
+def test_fp8_and_int4_round_trip(dt, n):
+    rng = np.random.default_rng(440 + n)
+    xs = rng.uniform(-20, 20, size=(n, 1, 16)).astype(np.float32)
+    if dt in (pl.FP8E8M0, pl.FP4):                # E8M0 is positive only; FP4 spans +-6
+        xs = np.abs(xs) + 0.1 if dt is pl.FP8E8M0 else xs * 0.3
+    ys = np.zeros((n, 1, 16), dt.np_dtype)
+    backs = np.zeros((n, 1, 16), np.float32)
+    narrow_program(dt)(xs, ys, backs, config=config_for(n))
+    for r in range(n):
+        x = xs[r, 0].astype(np.float64)
+        if dt.is_int:
+            info = ml_dtypes.iinfo(dt.np_dtype)
+            want = np.clip(np.rint(x), int(info.min), int(info.max))
+        else:
+            want = x.astype(dt.np_dtype).astype(np.float64)       # nearest, ties to even
+        np.testing.assert_array_equal(ys[r, 0].astype(np.float64), want)
+        np.testing.assert_array_equal(backs[r, 0], want.astype(np.float32))

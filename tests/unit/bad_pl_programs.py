@@ -3,10 +3,9 @@ matmul, assemble, slicing, casts, loops, lanes, placement), and the table of
 their compile-error cases.  ``test_compile_errors`` runs the table with the
 same checks as its own (``# E:<tag>`` markers locate the expected line)."""
 import tilecomm.language as pl
-import tilecomm.language.distributed as pld
 from tilecomm.errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 
-from bad_programs import SIG, WIN, X, Y
+from bad_programs import SIG, WIN, X, XS, Y, YS, ok_kernel
 
 SYNTAX = (SyntaxError, ProgramSyntaxError)
 TYPE = (TypeError, ProgramTypeError)
@@ -188,6 +187,60 @@ def k_row_sum_small_tmp(x: X, y: Y, win: WIN, sig: SIG):
     return y
 
 
+# ------------------------------------------------------------------ loops, lanes, placement
+@pl.jit.incore
+def k_while_without_cond(x: X, y: Y, win: WIN, sig: SIG):
+    for (i,) in pl.while_(init_values=(0,)):
+        i = i + 1  # E:TC257
+        j = pl.yield_(i)
+    return y
+
+
+@pl.jit.incore
+def k_cond_outside_while(x: X, y: Y, win: WIN, sig: SIG):
+    pl.cond(1 < 2)  # E:TC257
+    return y
+
+
+@pl.jit.incore
+def k_split_three_lanes(x: X, y: Y, win: WIN, sig: SIG):
+    for aiv_id in pl.split_aiv(3, mode=pl.SplitMode.NONE):  # E:TC256
+        pl.write(y, [0, 0], 1.0)
+    return y
+
+
+@pl.jit.incore
+def k_split_up_down(x: X, y: Y, win: WIN, sig: SIG):
+    for aiv_id in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):  # E:TC253
+        pl.write(y, [0, 0], 1.0)
+    return y
+
+
+@pl.jit
+def chip_split_aiv(x: X, y: Y, win: WIN, sig: SIG):
+    for aiv_id in pl.split_aiv(2, mode=pl.SplitMode.NONE):  # E:TC301
+        y = ok_kernel(x, y, win, sig)
+    return y
+
+
+@pl.jit
+def chip_misplaced_tensor_op(x: X, y: Y, win: WIN, sig: SIG):
+    z = pl.add(x, 1.0)  # E:TC254
+    return y
+
+
+@pl.jit
+def chip_misplaced_operator(x: X, y: Y, win: WIN, sig: SIG):
+    z = x * 2.0  # E:TC254
+    return y
+
+
+@pl.jit.host
+def host_subblock_idx(xs: XS, ys: YS):
+    b = pl.tile.get_subblock_idx()  # E:TC301
+    return ys
+
+
 CASES = [
     (k_array_two_indices, "TC250", TYPE, "0, 1", ["one integer index", "got '(0, 1)'"]),
     (k_array_float_element, "TC250", TYPE, "1.5", ["Array[4]<INT32>", "integer scalar",
@@ -223,4 +276,16 @@ CASES = [
     (k_reshape_numel, "TC208", VALUE, "[4, 8]", ["16 elements", "32 elements"]),
     (k_row_sum_small_tmp, "TC208", VALUE, "pl.tile.create(", ["cover its shape [2, 8]",
                                                              "Tile[2, 4]"]),
+    (k_while_without_cond, "TC257", SYNTAX, "i = i + 1", ["first statement", "pl.cond"]),
+    (k_cond_outside_while, "TC257", SYNTAX, "pl.cond(", ["first statement of a pl.while_"]),
+    (k_split_three_lanes, "TC256", VALUE, "3,", ["AIV lanes", "2; got 3"]),
+    (k_split_up_down, "TC253", VALUE, "pl.SplitMode.UP_DOWN", ["SplitMode.UP_DOWN",
+                                                             "no CPU equivalent"]),
+    (chip_split_aiv, "TC301", SYNTAX, "pl.split_aiv(", ["AIV lanes of a kernel",
+                                                      "chip orchestration"]),
+    (chip_misplaced_tensor_op, "TC254", SYNTAX, "pl.add(", ["Misplaced tensor op pl.add",
+                                                           "should be inside InCore block"]),
+    (chip_misplaced_operator, "TC254", SYNTAX, "x * 2.0", ["Misplaced tensor op pl.mul"]),
+    (host_subblock_idx, "TC301", SYNTAX, "pl.tile.get_subblock_idx(", ["InCore kernel",
+                                                                      "HOST orchestrator"]),
 ]

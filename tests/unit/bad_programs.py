@@ -389,6 +389,8 @@ def k_while(x: X, y: Y, win: WIN, sig: SIG):
     i = 0
     while i < R:  # E:TC302
         i = i + 1
+    else:
+        i = 0
 
 
 @pl.jit.incore

@@ -16,6 +16,7 @@ from ..dtypes import INDEX, TASK_ID
 from ..errors import ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.enums import AtomicType
+from ..ir.kinds import INCORE
 from ..ir.types import ArrayType, EnumType, ScalarType, TaskIdType, TileType, is_static
 from ..ops import pl_shape
 from ..ops.check import const_value, describe
@@ -74,12 +75,14 @@ class ArrayParsing:
 
 
     def region_assemble(self, view, value, s):
-        """``dst[a:b, c:d] = src`` as ``pl.assemble(dst, src, [a, c])`` when the
-        region has the source's shape (a source of lower rank lands on the
+        """``dst[a:b, c:d] = src`` in a kernel as ``pl.assemble(dst, src, [a, c])``
+        when the region has the source's shape (a source of lower rank lands on the
         inner dims, as for assemble); None otherwise (a same-size region of
         another shape is a reshaping copy)."""
         base = view.value
         bt, vt = base.type, value.type
+        if self.kind != INCORE:
+            return None              # HOST / orchestration: a plain copy into the view
         if not hasattr(bt, "shape") or bt.shape is None or vt.shape is None:
             return None
         offsets, extents = [], []

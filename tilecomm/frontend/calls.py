@@ -40,6 +40,8 @@ class CallParsing:
             raise _err(ProgramSyntaxError, f"{callee.name}(...) opens a scope: use it in a with "
                        f"statement" + (" or as a for-loop iterator" if callee is control.spmd
                                        else ""), span, "TC330")
+        if callee is control.cond:
+            self.cond_outside_while(node)
         if isinstance(callee, control.SpecialForm):
             raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
                               if callee is not control.yield_ else
@@ -92,6 +94,16 @@ class CallParsing:
 
     def _op_call(self, record, args, node, explicit=None):
         span = self.span(node)
+        if self.kind == ORCH and INCORE in record.contexts and ORCH not in record.contexts and \
+                any(sp.startswith("pl.tensor.") for sp in record.spellings) and \
+                any(isinstance(getattr(a, "type", None), TensorType) for a in args.values()):
+            # the reference's wording: a tensor op of an orchestration body runs as
+            # (part of) a task, so it belongs in an InCore block
+            raise _err(ProgramSyntaxError, f"Misplaced tensor op {record.name}: in a chip "
+                       f"orchestration function tensor operations should be inside InCore "
+                       f"block", span, "TC254",
+                       hint="wrap it in 'with pl.at(level=pl.Level.CORE_GROUP):' -- the block "
+                            "runs as a task of the rank's scheduler")
         if self.kind not in record.contexts:
             allowed = " or ".join(KIND_NAMES[k] for k in (HOST, ORCH, INCORE)
                                   if k in record.contexts)

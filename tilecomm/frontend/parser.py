@@ -26,6 +26,7 @@ from ..ops.registry import lookup
 from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
 from .arrays import ArrayParsing
+from .loops import LoopParsing
 from .calls import CallParsing
 from .scopes import ScopeParsing, SubmitParsing, kernel_tasks
 from .common import _PY, _err
@@ -38,7 +39,7 @@ _SHAPED_BINOP = {"+": pl_ops.add, "-": pl_ops.sub, "*": pl_ops.mul, "/": pl_ops.
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing):
+class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing, LoopParsing):
     def __init__(self, builder, kfn, src, fn_ir: N.FunctionIR):
         self.b = builder
         self.kfn = kfn
@@ -49,6 +50,7 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing):
         self.loops: dict[str, tuple] = {}        # loop var -> (start, stop, step, stop value)
         self.const_vars: dict = {}               # names bound to a constant-valued op call
         self.yield_stack: list = []
+        self.lane_regions: list = []             # enclosing pl.split_aiv loops
         self._alloc_target = None
         self._statement_call = None              # the call a statement consists of, if any
         self.returns: list = []
@@ -103,6 +105,8 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing):
             raise self.syntax(s, "pl.yield_(...) must be assigned: out = pl.yield_(...)",
                               "TC309")
         self._standalone = s.value
+        if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.cond):
+            self.cond_outside_while(s.value)
         if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.submit) or \
                 isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.spmd_submit):
             return self.submit_stmt(None, s.value, s)
@@ -234,6 +238,10 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing):
             form = control.range
         if form is control.spmd:
             return self.spmd_for(s)
+        if form is control.split_aiv:
+            return self.split_aiv_for(s)
+        if form is control.while_:
+            return self.while_for(s)
         if form not in (control.range, control.unroll, control.parallel):
             raise self.syntax(it, "loops iterate over pl.range(...), pl.unroll(...) or "
                               "pl.parallel(...)")
@@ -578,6 +586,7 @@ def _assigned_names(s) -> list:
 STMT = {ast.Expr: FunctionParser.s_expr, ast.Assign: FunctionParser.s_assign,
         ast.AnnAssign: FunctionParser.s_annassign, ast.AugAssign: FunctionParser.s_augassign,
         ast.For: FunctionParser.s_for, ast.If: FunctionParser.s_if,
+        ast.While: FunctionParser.s_while,
         ast.Return: FunctionParser.s_return, ast.Pass: FunctionParser.s_pass,
         ast.With: FunctionParser.s_with}
 

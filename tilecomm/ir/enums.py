@@ -90,3 +90,10 @@ class PadValue(enum.IntEnum):
     zero = 1
     max = 2
     min = 3
+
+
+class SplitMode(enum.IntEnum):
+    """How a ``pl.split_aiv`` region shares work between the two AIV lanes."""
+    NONE = 0
+    UP_DOWN = 1
+    LEFT_RIGHT = 2

@@ -19,6 +19,11 @@ range = SpecialForm("pl.range", "Sequential loop: pl.range(stop) / (start, stop[
 parallel = SpecialForm("pl.parallel", "Loop whose iterations are independent (runs in order).")
 unroll = SpecialForm("pl.unroll", "Compile-time unrolled loop over literal bounds.")
 yield_ = SpecialForm("pl.yield_", "Next values of a loop's init_values, bound after the loop.")
+while_ = SpecialForm("pl.while_", "for (a, b) in pl.while_(init_values=(a0, b0)): a loop whose "
+                     "first statement pl.cond(c) is its condition.")
+cond = SpecialForm("pl.cond", "pl.cond(c): the condition of the enclosing pl.while_ loop.")
+split_aiv = SpecialForm("pl.split_aiv", "for aiv_id in pl.split_aiv(2, mode=pl.SplitMode.NONE): "
+                        "the body runs on each AIV lane of the core.")
 
 # task scopes of orchestration functions (``with`` statements; ``pl.spmd`` also
 # as a loop iterator)

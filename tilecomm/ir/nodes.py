@@ -134,6 +134,16 @@ class For(Stmt):
 
 
 @dataclass(eq=False)
+class While(For):
+    """``while cond:`` or ``for (a, b) in pl.while_(init_values=...)`` with
+    ``pl.cond(cond)`` first.  A kind of ``For`` so every pass that looks at
+    loops sees it as one (its trip count is never static: start, stop and
+    step are None); ``cond`` is evaluated before each iteration."""
+
+    cond: Expr = None
+
+
+@dataclass(eq=False)
 class Yield(Stmt):
     values: list = field(default_factory=list)
     targets: list = field(default_factory=list)

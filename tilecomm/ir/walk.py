@@ -34,6 +34,8 @@ def exprs(node, shallow=False):
         children = [node.value if isinstance(node, N.Assign) else node.expr]
     elif isinstance(node, N.StoreIndex):
         children = [node.target, node.value]
+    elif isinstance(node, N.While):          # a For whose trip count is its condition
+        children = [node.cond] + node.init + ([] if shallow else node.body)
     elif isinstance(node, N.For):
         children = [node.start, node.stop, node.step] + node.init + ([] if shallow else node.body)
     elif isinstance(node, N.Yield):

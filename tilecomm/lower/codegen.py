@@ -108,7 +108,29 @@ class FunctionEmitter:
         for tgt, name in zip(s.yield_targets, s.carried):
             self.emit(f"{tgt} = {name}", ind, s.span)
         rng = f"range({self.e(s.start)}, {self.e(s.stop)}, {self.e(s.step)})"
+        if s.kind == "split_aiv":        # each AIV lane runs the body, the lane index set
+            rng = f"_rt.aiv_lanes({self.e(s.stop)})"
         self.emit(f"for {s.var} in {rng}:", ind, s.span)
+        self.block(s.body, ind + 1)
+
+    def s_While(self, s, ind):
+        for name, init in zip(s.carried, s.init):
+            self.emit(f"{name} = {self.e(init)}", ind, s.span)
+        for tgt, name in zip(s.yield_targets, s.carried):
+            self.emit(f"{tgt} = {name}", ind, s.span)
+        if self.fn.kind == HOST:
+            self.emit(f"while {self.e(s.cond)}:", ind, s.span)
+            self.block(s.body, ind + 1)
+            return
+        # a loop that never ends must still stop when the call is aborted (another
+        # rank failed): every 1024 iterations the rank checks the abort flag
+        n = f"_w{self.tmp}"
+        self.tmp += 1
+        self.emit(f"{n} = 0", ind, s.span)
+        self.emit(f"while {self.e(s.cond)}:", ind, s.span)
+        self.emit(f"{n} += 1", ind + 1, s.span)
+        self.emit(f"if not {n} & 1023:", ind + 1, s.span)
+        self.emit("_rt.still_running()", ind + 2, s.span)
         self.block(s.body, ind + 1)
 
     def s_Yield(self, s, ind):

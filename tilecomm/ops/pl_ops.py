@@ -1,7 +1,7 @@
 """``pl`` primitives used by distributed programs: tiles, tensors, scalars."""
 from __future__ import annotations
 
-from ..dtypes import DataType, FP32, INDEX, INT32
+from ..dtypes import BF16, DataType, FP16, FP32, INDEX, INT32
 from ..ir.enums import AtomicType, MemorySpace
 from ..ir.types import (ArrayType, Dim, NONE, ScalarType, TensorType, TileType, is_static)
 from .check import const_value, describe
@@ -63,7 +63,9 @@ def _dtype_arg(c, name):
     static=("target_memory", "clamp"), aliases=("pl.tile.load",))
 def load(tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
     """Read ``tensor[offsets : offsets + shapes]`` into a new tile of physical shape
-    ``shapes``; with ``valid_shape`` only that leading extent is read (the rest is 0).
+    ``shapes``; with ``valid_shape`` only that leading extent is read (the rest is 0),
+    with ``clamp=True`` the window may run past the source and its valid extent
+    stops at the source's edge.  ``target_memory`` is ``Vec`` (default) or ``Mat``.
     On a DistributedTensor it reads this rank's own copy."""
 
 
@@ -75,6 +77,10 @@ def _load(c):
     valid = c.index_list("valid_shape", t.rank, what="valid_shape",
                          target_what="source tensor") if c.given("valid_shape") else None
     extents = [v if v is not None else s for v, s in zip(valid, shp)] if valid else list(shp)
+    if c.const("clamp", False) is True:
+        # clamp=True lets the window run past the source: the valid extent is cut
+        # at the source's edge when the load runs, only the offsets must be inside
+        extents = [0] * len(extents)
     c.region_in_bounds(offs, extents, t.shape, what="load region", at="shapes")
     mem = memory_arg(c, "target_memory", (MemorySpace.Vec, MemorySpace.Mat),
                      "a load fills the vector buffer or the matrix buffer L1")
@@ -86,7 +92,9 @@ def _load(c):
 def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_):
     """Write the tile's valid region into ``output_tensor`` at ``offsets`` and return
     the updated tensor (``out = pl.store(t, [0, 0], out)``).  A 2-D tile lands on
-    the inner two dims of a higher-rank tensor.  ``atomic=AtomicType.Add``
+    the inner two dims of a higher-rank tensor.  An FP32 accumulator tile
+    (``Acc``) may be stored into an FP16 / BF16 tensor: it is rounded to
+    nearest-even on the way, as the chip's fixpipe does.  ``atomic=AtomicType.Add``
     accumulates instead of overwriting."""
 
 
@@ -99,7 +107,10 @@ def _store(c):
     if tl.rank > out.rank:
         c.value_error(f"pl.store: a rank-{tl.rank} tile cannot be stored into a rank-{out.rank} "
                       f"tensor", code="TC201", at="tile")
-    if tl.dtype is not out.dtype:
+    # the fixpipe that drains the accumulator can round FP32 to FP16 / BF16 on
+    # its way to memory; any other dtype change needs an explicit pl.cast
+    narrows = tl.memory is MemorySpace.Acc and tl.dtype is FP32 and out.dtype in (FP16, BF16)
+    if tl.dtype is not out.dtype and not narrows:
         c.type_error(f"pl.store: tile dtype {tl.dtype.name} differs from destination dtype "
                      f"{out.dtype.name}", code="TC204", hint="convert with pl.cast first")
     ext = c.index_list("shapes", tl.rank, what="shapes", target_what="tile") if c.given("shapes") \
@@ -245,7 +256,9 @@ def _full(c):
 @op("pl.tile.create", where=KERNEL, kernel=RankContext.create_tile,
     static=("shape", "dtype", "target_memory"))
 def create(shape, dtype, target_memory=None, transpose=None, *, flat_layout=None):
-    """A new scratch tile of ``shape`` (zero-filled on the CPU)."""
+    """A new scratch tile of ``shape`` in ``target_memory`` (``Vec`` by default),
+    zero-filled on the CPU.  ``transpose`` / ``flat_layout`` choose the
+    physical layout of the uninitialised buffer, which no value shows."""
 
 
 @create.rule
@@ -323,6 +336,17 @@ def _get_block_idx(c):
     return ScalarType(INDEX)
 
 
+@op("pl.tile.get_subblock_idx", where=KERNEL, kernel=RankContext.get_subblock_idx)
+def get_subblock_idx():
+    """The AIV lane running a ``pl.split_aiv`` body (the region's loop variable;
+    0 outside one)."""
+
+
+@get_subblock_idx.rule
+def _get_subblock_idx(c):
+    return ScalarType(INDEX)
+
+
 @op("pl.array.create", where=(ORCH, INCORE), kernel=RankContext.create_array,
     static=("extent", "dtype"))
 def array_create(extent, dtype):
@@ -350,4 +374,4 @@ def _array_create(c):
 
 __all__ = ["load", "store", "read", "write", "add", "sub", "mul", "div", "maximum", "minimum",
            "cast", "full", "create", "const", "min", "max", "create_tensor", "FP32",
-           "INT32", "const_value", "get_block_idx", "array_create"]
+           "INT32", "const_value", "get_block_idx", "array_create", "get_subblock_idx"]

@@ -38,7 +38,12 @@ def _step(y: np.ndarray, up: np.ndarray) -> np.ndarray:
     neg = np.signbit(y.astype(np.float64))
     grows = up != neg
     out = np.where(grows, u + 1, u - 1)
-    sign_bit = 1 << (8 * y.dtype.itemsize - 1)
+    # the sign is the top bit of the format (bit 3 of a 4-bit float's byte)
+    bits = 8 * y.dtype.itemsize
+    if y.dtype.kind == "V":
+        import ml_dtypes
+        bits = ml_dtypes.finfo(y.dtype).bits
+    sign_bit = 1 << (bits - 1)
     out = np.where(y.astype(np.float64) == 0, np.where(up, 1, sign_bit | 1), out)
     return out.astype(uint).view(y.dtype)
 

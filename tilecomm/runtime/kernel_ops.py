@@ -13,9 +13,9 @@ from .cast_ops import CastOps
 from .matmul_ops import MatmulOps
 from .regions import (arr, element_index, fault, index_shape, py_scalar,  # noqa: F401
                       region, region_index, tile_valid)
-from .scalar_ops import ScalarOps
+from .scalar_ops import ScalarOps, trunc_divide
 from .shape_ops import ShapeOps
-from .values import Tile, WindowView, address, make_tile, valid_region
+from .values import Tile, WindowView, make_tile, valid_region
 
 
 class KernelOps(ScalarOps, MatmulOps, CastOps, ShapeOps):
@@ -24,6 +24,8 @@ class KernelOps(ScalarOps, MatmulOps, CastOps, ShapeOps):
     # -------------------------------------------------------------- load/store
     def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
         a = arr(tensor)
+        if valid_shape is None and clamp:
+            valid_shape = shapes                  # cut at the source's edge below
         if valid_shape is None:
             return make_tile(region(a, offsets, shapes, "pl.load region").copy())
         valid = [min(int(v), int(s)) for v, s in zip(valid_shape, shapes)]
@@ -83,7 +85,9 @@ class KernelOps(ScalarOps, MatmulOps, CastOps, ShapeOps):
         def _div(a, b):
             if isinstance(a, np.ndarray) and a.dtype.kind in "iu" or \
                     isinstance(b, np.ndarray) and b.dtype.kind in "iu":
-                return np.floor_divide(a, b)
+                return trunc_divide(a, b)         # the vector unit truncates, like C
+            if not _has_array(a, b) and isinstance(a, int) and isinstance(b, int):
+                return self.divsi(a, b)
             return np.true_divide(a, b) if _has_array(a, b) else a / b
         return self._bin(_div, lhs, rhs)
 
