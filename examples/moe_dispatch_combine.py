@@ -19,7 +19,9 @@ chip orchestration of each rank runs one kernel per phase, in order:
                 rank, k, token) with a Set notify into the route window;
              6. barrier -- every row has landed;
   expert     each received row, BF16 -> FP32, is scaled by its routing weight
-             and rounded back to BF16 (the weighted term);
+             and rounded back to BF16, to nearest with ties to even
+             (mode="rint"; pl.cast's default "round" breaks ties away from
+             zero), giving the weighted term;
   combine    the term is stored into row k*T + t of the home rank's return
              window; after a third barrier the home rank sums its K terms per
              token in FP32, in top-k order (k-major rows: one [T, H] block per
@@ -152,7 +154,7 @@ def build(nr: int, shape: MoEShape, phases: int = 3):
                 home = pl.read(route, [row, 0])
                 w = pl.read(recv_w, [row, 0])
                 term = pl.cast(pl.mul(pl.cast(pl.load(recv, [row, 0], [1, H]), pl.FP32), w),
-                               pl.BF16)
+                               pl.BF16, mode="rint")
                 pld.tile.remote_store(term, back, home // ROUTES, [home % ROUTES, 0])
         # every term has landed at its home
         sig = pld.tensor.barrier(sig)
