@@ -13,7 +13,11 @@ prefixes, so call, argument and window costs cancel out.  Effective bytes/s
 counts the payload the phase moves between ranks over all ranks (BF16 rows,
 dispatch: + weight and route per row) divided by the phase time.  The
 numpy column is the same round computed by numpy in this process (the
-example's reference: no communication), as a scale for the arithmetic.
+example's reference: no communication), as a scale for the arithmetic.  A
+second table gives the phases in CPU time of a rank (its chip function's
+thread time, median over calls, mean over ranks, differences of prefixes
+again): on a shared machine wall time also counts other processes' turns on
+the cores, CPU time mostly does not.
 
 GEMM (examples/sharded_gemm.py): rank r computes c[r] = a[r] @ b and the
 shards are all-gathered; timed as (round - empty call) like the MoE phases,
@@ -26,6 +30,7 @@ before the ranks are forked), and prints rank 0's top functions.  Nothing here a
 """
 # no `from __future__ import annotations`: program factories capture their sizes
 import argparse
+import contextlib
 import cProfile
 import importlib.util
 import os
@@ -78,26 +83,29 @@ def moe_inputs(nr, shape, seed=0):
 
 
 def time_prefixes(nr, shape, repeats):
-    """Best call time of the round built with 0..3 phases, and the full round's
-    stats (checked against the reference)."""
+    """Per prefix of 0..3 phases: the best call time, and the CPU (thread) time
+    of a rank's chip function (median over calls, mean over ranks); and the
+    full round's stats, checked against the reference."""
     xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
     cfg = config(nr)
-    best = []
+    best, cpu = [], []
     for phases in range(4):
         compiled = moe.build(nr, shape, phases).compile(xs, idxs, wts, ys, stats, config=cfg)
-        with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
-            worker(xs, idxs, wts, ys, stats)            # first call on these ranks, untimed
-            b = float("inf")
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                worker(xs, idxs, wts, ys, stats)
-                b = min(b, time.perf_counter() - t0)
+        with probing(cpu_probe) as out_dir:
+            with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
+                worker(xs, idxs, wts, ys, stats)        # first call on these ranks, untimed
+                b = float("inf")
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    worker(xs, idxs, wts, ys, stats)
+                    b = min(b, time.perf_counter() - t0)
+            cpu.append(float(np.mean([np.median(t[1:]) for t in cpu_times(out_dir, nr)])))
         best.append(b)
-        log(f"  moe {nr} ranks, {phases} phase(s): best {fmt_s(b)}")
+        log(f"  moe {nr} ranks, {phases} phase(s): best {fmt_s(b)}, rank CPU {fmt_s(cpu[-1])}")
     want, want_stats = moe.reference(xs, idxs, wts, shape)
     np.testing.assert_array_equal(stats[:, 0], want_stats)
     np.testing.assert_allclose(ys, want, rtol=2 ** -6, atol=2 ** -6)
-    return best, want_stats
+    return best, cpu, want_stats
 
 
 def numpy_round(nr, shape, repeats):
@@ -116,21 +124,30 @@ def bench_moe(ranks, repeats):
     rows = []
     for nr in ranks:
         log(f"MoE round, {nr} ranks")
-        best, st = time_prefixes(nr, shape, repeats)
+        best, cpu, st = time_prefixes(nr, shape, repeats)
         kept = int(st[:, :-1].sum())
         phase = [max(best[i + 1] - best[i], 0.0) for i in range(3)]
+        phase_cpu = [cpu[i + 1] - cpu[i] for i in range(3)]
         rows.append((nr, kept, int(st[:, -1].sum()), phase, best[3] - best[0], best[0],
-                     kept * (row + 8), kept * row, numpy_round(nr, shape, max(1, repeats // 2))))
+                     kept * (row + 8), kept * row, numpy_round(nr, shape, max(1, repeats // 2)),
+                     phase_cpu))
     print(f"\nMoE dispatch/combine round (T={shape.tokens}/rank, top-{shape.topk} of "
           f"{shape.experts} experts/rank, H={shape.hidden} BF16, capacity {shape.capacity}); "
-          "best of", repeats)
+          f"wall time, best of {repeats}")
     print(f"{'ranks':>5} {'rows':>6} {'dropped':>7} | {'dispatch':>11} {'(rate)':>11} | "
           f"{'expert+return':>13} {'(rate)':>11} | {'combine':>11} | {'round':>11} | "
           f"{'call, no kernel':>15} | {'numpy round':>11}")
-    for nr, kept, dropped, ph, rnd, empty, dbytes, rbytes, npt in rows:
+    for nr, kept, dropped, ph, rnd, empty, dbytes, rbytes, npt, _ in rows:
         print(f"{nr:>5} {kept:>6} {dropped:>7} | {fmt_s(ph[0])} {fmt_rate(dbytes, ph[0])} | "
               f"{fmt_s(ph[1]):>13} {fmt_rate(rbytes, ph[1])} | {fmt_s(ph[2])} | {fmt_s(rnd)} | "
               f"{fmt_s(empty):>15} | {fmt_s(npt)}")
+    print("\nthe same phases in CPU time of one rank (its chip function's thread time, median "
+          "of the calls, mean over ranks)")
+    print(f"{'ranks':>5} | {'dispatch':>11} | {'expert+return':>13} | {'combine':>11} | "
+          f"{'round':>11}")
+    for nr, *_, pc in rows:
+        print(f"{nr:>5} | {fmt_s(pc[0])} | {fmt_s(pc[1]):>13} | {fmt_s(pc[2])} | "
+              f"{fmt_s(sum(pc))}")
 
 
 # ------------------------------------------------------------------ GEMM
@@ -176,11 +193,12 @@ def bench_gemm(ranks, repeats):
 
 
 # ------------------------------------------------------------------ profile
-def run_probed(nr, rounds, probe):
-    """Run ``rounds`` full MoE rounds at ``nr`` ranks with every rank's chip
-    function wrapped by ``probe(fn, rank, out_dir)`` (the bench patches the
-    rank image before the ranks are forked); returns the directory the probe
-    wrote into."""
+@contextlib.contextmanager
+def probing(probe):
+    """Ranks forked inside this block run each chip function as
+    ``probe(fn, rc, args, out_dir)`` (the bench patches the rank image class
+    before the ranks are forked; nothing of tilecomm changes).  Yields the
+    directory the probe writes into; removes it afterwards."""
     from tilecomm.runtime.executable import KernelImage
     out_dir = tempfile.mkdtemp(prefix="bench_moe_probe_")
     plain = KernelImage.function
@@ -189,18 +207,33 @@ def run_probed(nr, rounds, probe):
         fn = plain(self, name)
         return lambda rc, *args: probe(fn, rc, args, out_dir)
 
-    KernelImage.function = probed                    # inherited by the forked ranks
+    KernelImage.function = probed
     try:
-        shape = moe.DEEPSEEK
-        xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
-        cfg = config(nr)
-        compiled = moe.build(nr, shape).compile(xs, idxs, wts, ys, stats, config=cfg)
-        with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
-            for _ in range(rounds):
-                worker(xs, idxs, wts, ys, stats)
+        yield out_dir
     finally:
         KernelImage.function = plain
-    return out_dir
+        for f in os.listdir(out_dir):
+            os.unlink(os.path.join(out_dir, f))
+        os.rmdir(out_dir)
+
+
+def run_rounds(nr, rounds):
+    shape = moe.DEEPSEEK
+    xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
+    cfg = config(nr)
+    compiled = moe.build(nr, shape).compile(xs, idxs, wts, ys, stats, config=cfg)
+    with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
+        for _ in range(rounds):
+            worker(xs, idxs, wts, ys, stats)
+
+
+def cpu_times(out_dir, nr):
+    """Per rank, the thread times its probe recorded, in call order."""
+    out = []
+    for r in range(nr):
+        with open(os.path.join(out_dir, f"rank{r}.cpu")) as f:
+            out.append([float(x) for x in f.read().split()])
+    return out
 
 
 def cpu_probe(fn, rc, args, out_dir):
@@ -227,27 +260,19 @@ def profile_probe(fn, rc, args, out_dir):
         prof.dump_stats(os.path.join(out_dir, f"rank{rc.device}.prof"))
 
 
-def remove(out_dir):
-    for f in os.listdir(out_dir):
-        os.unlink(os.path.join(out_dir, f))
-    os.rmdir(out_dir)
-
-
 def profile_round(nr, rounds):
-    out_dir = run_probed(nr, rounds, cpu_probe)
-    print(f"\nCPU time per MoE round at {nr} ranks (thread time of each rank's round, median "
-          f"of {rounds}; the first round is left out)")
-    for r in range(nr):
-        with open(os.path.join(out_dir, f"rank{r}.cpu")) as f:
-            ts = [float(x) for x in f.read().split()][1:]
-        print(f"  rank {r}: {fmt_s(float(np.median(ts)))}")
-    remove(out_dir)
-    out_dir = run_probed(nr, rounds, profile_probe)
-    print(f"\nProfile of rank 0 over {rounds} MoE round(s) at {nr} ranks")
-    st = pstats.Stats(os.path.join(out_dir, "rank0.prof"), stream=sys.stdout)
-    st.sort_stats("tottime").print_stats(15)
-    st.sort_stats("cumulative").print_stats(20)
-    remove(out_dir)
+    with probing(cpu_probe) as out_dir:
+        run_rounds(nr, rounds)
+        print(f"\nCPU time per MoE round at {nr} ranks (thread time of each rank's round, "
+              f"median of {rounds - 1}; the first round is left out)")
+        for r, ts in enumerate(cpu_times(out_dir, nr)):
+            print(f"  rank {r}: {fmt_s(float(np.median(ts[1:])))}")
+    with probing(profile_probe) as out_dir:
+        run_rounds(nr, rounds)
+        print(f"\nProfile of rank 0 over {rounds} MoE round(s) at {nr} ranks")
+        st = pstats.Stats(os.path.join(out_dir, "rank0.prof"), stream=sys.stdout)
+        st.sort_stats("tottime").print_stats(15)
+        st.sort_stats("cumulative").print_stats(20)
 
 
 def main(argv=None):
