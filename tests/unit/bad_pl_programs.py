@@ -235,6 +235,12 @@ def chip_misplaced_operator(x: X, y: Y, win: WIN, sig: SIG):
     return y
 
 
+@pl.jit
+def chip_misplaced_region_assignment(x: X, y: Y, win: WIN, sig: SIG):
+    y[0:1, 0:8] = x[1:2, 0:8]  # E:TC254
+    return y
+
+
 @pl.jit.host
 def host_subblock_idx(xs: XS, ys: YS):
     b = pl.tile.get_subblock_idx()  # E:TC301
@@ -286,6 +292,8 @@ CASES = [
     (chip_misplaced_tensor_op, "TC254", SYNTAX, "pl.add(", ["Misplaced tensor op pl.add",
                                                            "should be inside InCore block"]),
     (chip_misplaced_operator, "TC254", SYNTAX, "x * 2.0", ["Misplaced tensor op pl.mul"]),
+    (chip_misplaced_region_assignment, "TC254", SYNTAX, "y[0:1", ["Misplaced tensor op",
+                                                                  "region assignment"]),
     (host_subblock_idx, "TC301", SYNTAX, "pl.tile.get_subblock_idx(", ["InCore kernel",
                                                                       "HOST orchestrator"]),
 ]

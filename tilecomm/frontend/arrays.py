@@ -13,10 +13,10 @@ import ast
 import enum
 
 from ..dtypes import INDEX, TASK_ID
-from ..errors import ProgramTypeError, ProgramValueError
+from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
 from ..ir.enums import AtomicType
-from ..ir.kinds import INCORE
+from ..ir.kinds import INCORE, ORCH
 from ..ir.types import ArrayType, EnumType, ScalarType, TaskIdType, TileType, is_static
 from ..ops import pl_shape
 from ..ops.check import const_value, describe
@@ -81,8 +81,14 @@ class ArrayParsing:
         another shape is a reshaping copy)."""
         base = view.value
         bt, vt = base.type, value.type
+        if self.kind == ORCH:
+            raise _err(ProgramSyntaxError, "Misplaced tensor op pl.assemble (a region "
+                       "assignment): in a chip orchestration function tensor operations should "
+                       "be inside InCore block", self.span(s), "TC254",
+                       hint="wrap it in 'with pl.at(level=pl.Level.CORE_GROUP):' -- the block "
+                            "runs as a task of the rank's scheduler")
         if self.kind != INCORE:
-            return None              # HOST / orchestration: a plain copy into the view
+            return None              # HOST: a plain copy into the caller's view
         if not hasattr(bt, "shape") or bt.shape is None or vt.shape is None:
             return None
         offsets, extents = [], []
