@@ -14,9 +14,11 @@ chip orchestration of each rank runs one kernel per phase, in order:
                 the sum of d's counts for e from the ranks before it (a
                 prefix over source ranks), so every source writes its own
                 disjoint slots of each expert's receive buffer;
-             5. each kept row is pushed with a one-row sub-region put, its
-                routing weight with a one-element put, and its home (source
-                rank, k, token) with a Set notify into the route window;
+             5. each kept row is pushed with a one-row sub-region put; its
+                routing weight and its home (source rank, k, token) are
+                staged locally at the same slot and pushed after the loop
+                with one put per (destination, expert) -- a source's kept
+                slots of one expert are contiguous;
              6. barrier -- every row has landed;
   expert     each received row, BF16 -> FP32, is scaled by its routing weight
              and rounded back to BF16, to nearest with ties to even
@@ -105,15 +107,20 @@ def build(nr: int, shape: MoEShape, phases: int = 3):
         sig = pld.tensor.barrier(sig)
         # 4. first slot per (destination, expert) = prefix over the source ranks
         table = pl.create_tensor([E, nr], pl.INT32)
-        slot = pl.array.create(NE, pl.INT32)
+        first = pl.array.create(NE, pl.INT32)
         for d in pl.range(nr):
             pld.tensor.get(table, d, counts)
             for e in pl.range(E):
                 base = 0
                 for s in pl.range(me):
                     base = base + pl.read(table, [e, s])
-                slot[d * E + e] = base
-        # 5. push the kept rows, their weights and their homes
+                first[d * E + e] = base
+        # 5. push the kept rows; their weights and homes are staged at the same
+        #    slots of a local table and pushed with one put per (destination,
+        #    expert): its kept slots are contiguous
+        slot = first                 # arrays are values: advancing slot leaves first
+        w_stage = pl.create_tensor([NE * CAP, 1], pl.FP32)
+        home_stage = pl.create_tensor([NE * CAP, 1], pl.INT32)
         dropped = 0
         for t in pl.range(T):
             for k in pl.range(K):
@@ -121,14 +128,21 @@ def build(nr: int, shape: MoEShape, phases: int = 3):
                 j = slot[g]
                 slot[g] = j + 1
                 if j < CAP:
-                    d = g // E
-                    row = (g % E) * CAP + j
-                    pld.tensor.put(recv, d, x, [row, 0], [t, 0], [1, H])
-                    pld.tensor.put(recv_w, d, wts, [row, 0], [t, k], [1, 1])
-                    pld.system.notify(route, peer=d, offsets=[row, 0],
-                                      value=me * ROUTES + k * T + t, op=SET)
+                    pld.tensor.put(recv, g // E, x, [(g % E) * CAP + j, 0], [t, 0], [1, H])
+                    pl.write(w_stage, [g * CAP + j, 0], pl.read(wts, [t, k]))
+                    pl.write(home_stage, [g * CAP + j, 0], me * ROUTES + k * T + t)
                 else:
                     dropped = dropped + 1
+        for g in pl.range(NE):
+            lo = first[g]
+            n = pl.min(slot[g], CAP) - lo
+            if n > 0:
+                d = g // E
+                row = (g % E) * CAP + lo
+                pld.tensor.put(recv_w, d, w_stage, [row, 0], [g * CAP + lo, 0], [n, 1],
+                               chunk_rows=CAP)
+                pld.tensor.put(route, d, home_stage, [row, 0], [g * CAP + lo, 0], [n, 1],
+                               chunk_rows=CAP)
         pl.write(stats, [0, E], dropped)
         # 6. every row has landed
         sig = pld.tensor.barrier(sig)
