@@ -85,23 +85,29 @@ def moe_inputs(nr, shape, seed=0):
 def time_prefixes(nr, shape, repeats):
     """Per prefix of 0..3 phases: the best call time, and the CPU (thread) time
     of a rank's chip function (median over calls, mean over ranks); and the
-    full round's stats, checked against the reference."""
+    full round's stats, checked against the reference.  The four programs
+    stay prepared side by side and are called in turn, so a burst of other
+    load hits them alike."""
     xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
+    args = (xs, idxs, wts, ys, stats)
     cfg = config(nr)
-    best, cpu = [], []
+    progs = [moe.build(nr, shape, phases).compile(*args, config=cfg) for phases in range(4)]
+    keys = [program_key(p, args) for p in progs]
+    best = [float("inf")] * 4
+    with probing(cpu_probe) as out_dir, contextlib.ExitStack() as stack:
+        workers = [stack.enter_context(p.prepare(*args, config=cfg)) for p in progs]
+        for w in workers:
+            w(*args)                                    # first call on these ranks, untimed
+        for _ in range(repeats):
+            for i, w in enumerate(workers):
+                t0 = time.perf_counter()
+                w(*args)
+                best[i] = min(best[i], time.perf_counter() - t0)
+        cpu = [float(np.mean([np.median(t[1:]) for t in cpu_times(out_dir, nr, key)]))
+               for key in keys]
     for phases in range(4):
-        compiled = moe.build(nr, shape, phases).compile(xs, idxs, wts, ys, stats, config=cfg)
-        with probing(cpu_probe) as out_dir:
-            with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
-                worker(xs, idxs, wts, ys, stats)        # first call on these ranks, untimed
-                b = float("inf")
-                for _ in range(repeats):
-                    t0 = time.perf_counter()
-                    worker(xs, idxs, wts, ys, stats)
-                    b = min(b, time.perf_counter() - t0)
-            cpu.append(float(np.mean([np.median(t[1:]) for t in cpu_times(out_dir, nr)])))
-        best.append(b)
-        log(f"  moe {nr} ranks, {phases} phase(s): best {fmt_s(b)}, rank CPU {fmt_s(cpu[-1])}")
+        log(f"  moe {nr} ranks, {phases} phase(s): best {fmt_s(best[phases])}, "
+            f"rank CPU {fmt_s(cpu[phases])}")
     want, want_stats = moe.reference(xs, idxs, wts, shape)
     np.testing.assert_array_equal(stats[:, 0], want_stats)
     np.testing.assert_allclose(ys, want, rtol=2 ** -6, atol=2 ** -6)
@@ -152,6 +158,7 @@ def bench_moe(ranks, repeats):
 
 # ------------------------------------------------------------------ GEMM
 def bench_gemm(ranks, repeats):
+    repeats *= 3                                     # calls of a few ms: more of them
     try:
         gemm = load_example("sharded_gemm")
     except FileNotFoundError:
@@ -166,19 +173,19 @@ def bench_gemm(ranks, repeats):
         a = rng.standard_normal((nr, m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
         cfg = config(nr)
-        best = []
-        for with_kernel in (False, True):
-            main = gemm.build(nr, m, k, n, compute=with_kernel)
-            out = np.zeros((nr, nr * m, n), np.float32)
-            compiled = main.compile(a, b, out, config=cfg)
-            with compiled.prepare(a, b, out, config=cfg) as worker:
-                worker(a, b, out)
-                t = float("inf")
-                for _ in range(repeats):
+        out = np.zeros((nr, nr * m, n), np.float32)
+        progs = [gemm.build(nr, m, k, n, compute=c).compile(a, b, out, config=cfg)
+                 for c in (False, True)]
+        best = [float("inf")] * 2
+        with contextlib.ExitStack() as stack:
+            workers = [stack.enter_context(p.prepare(a, b, out, config=cfg)) for p in progs]
+            for w in workers:
+                w(a, b, out)
+            for _ in range(repeats):
+                for i, w in enumerate(workers):
                     t0 = time.perf_counter()
-                    worker(a, b, out)
-                    t = min(t, time.perf_counter() - t0)
-            best.append(t)
+                    w(a, b, out)
+                    best[i] = min(best[i], time.perf_counter() - t0)
         want = gemm.reference(a, b)
         for r in range(nr):
             np.testing.assert_allclose(out[r], want, rtol=1e-4, atol=1e-4)
@@ -218,20 +225,28 @@ def probing(probe):
 
 
 def run_rounds(nr, rounds):
+    """``rounds`` full MoE rounds on a prepared worker; the program's key."""
     shape = moe.DEEPSEEK
-    xs, idxs, wts, ys, stats = moe_inputs(nr, shape)
+    args = moe_inputs(nr, shape)
     cfg = config(nr)
-    compiled = moe.build(nr, shape).compile(xs, idxs, wts, ys, stats, config=cfg)
-    with compiled.prepare(xs, idxs, wts, ys, stats, config=cfg) as worker:
+    compiled = moe.build(nr, shape).compile(*args, config=cfg)
+    with compiled.prepare(*args, config=cfg) as worker:
         for _ in range(rounds):
-            worker(xs, idxs, wts, ys, stats)
+            worker(*args)
+    return program_key(compiled, args)
 
 
-def cpu_times(out_dir, nr):
-    """Per rank, the thread times its probe recorded, in call order."""
+def program_key(compiled, args):
+    """What the probes call a program: its lowered file's name."""
+    return os.path.basename(compiled.lowered(*args).filename)
+
+
+def cpu_times(out_dir, nr, key):
+    """Per rank, the thread times its probe recorded for program ``key``, in
+    call order."""
     out = []
     for r in range(nr):
-        with open(os.path.join(out_dir, f"rank{r}.cpu")) as f:
+        with open(os.path.join(out_dir, f"{key}.rank{r}.cpu")) as f:
             out.append([float(x) for x in f.read().split()])
     return out
 
@@ -243,7 +258,8 @@ def cpu_probe(fn, rc, args, out_dir):
     try:
         return fn(rc, *args)
     finally:
-        with open(os.path.join(out_dir, f"rank{rc.device}.cpu"), "a") as f:
+        key = os.path.basename(rc.image.filename)
+        with open(os.path.join(out_dir, f"{key}.rank{rc.device}.cpu"), "a") as f:
             f.write(f"{time.thread_time() - t0}\n")
 
 
@@ -262,10 +278,10 @@ def profile_probe(fn, rc, args, out_dir):
 
 def profile_round(nr, rounds):
     with probing(cpu_probe) as out_dir:
-        run_rounds(nr, rounds)
+        key = run_rounds(nr, rounds)
         print(f"\nCPU time per MoE round at {nr} ranks (thread time of each rank's round, "
               f"median of {rounds - 1}; the first round is left out)")
-        for r, ts in enumerate(cpu_times(out_dir, nr)):
+        for r, ts in enumerate(cpu_times(out_dir, nr, key)):
             print(f"  rank {r}: {fmt_s(float(np.median(ts[1:])))}")
     with probing(profile_probe) as out_dir:
         run_rounds(nr, rounds)
