@@ -21,7 +21,8 @@ the cores, CPU time mostly does not.
 
 GEMM (examples/sharded_gemm.py): rank r computes c[r] = a[r] @ b and the
 shards are all-gathered; timed as (round - empty call) like the MoE phases,
-beside numpy.matmul of the same [nr*M, K] @ [K, N] in this process.
+beside numpy.matmul of the same [nr*M, K] @ [K, N] in this process, with
+numpy's BLAS pool and on one thread (what each rank uses).
 
 --profile runs rounds at 2 ranks, first timing each rank's chip function
 in CPU (thread) time -- the figure to compare before and after a change on a
@@ -40,6 +41,7 @@ import tempfile
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from tilecomm.runtime import DistributedConfig, RunConfig
 
@@ -166,7 +168,7 @@ def bench_gemm(ranks, repeats):
         return
     print(f"\nSharded GEMM c[r] = a[r] @ b + allgather, FP32; best of {repeats}")
     print(f"{'ranks':>5} {'shape per rank':>22} | {'tilecomm':>11} | {'numpy.matmul':>12} | "
-          f"{'call, no kernel':>15}")
+          f"{'(1 thread)':>13} | {'call, no kernel':>15}")
     for nr in ranks:
         m, k, n = gemm.BENCH_SHAPE
         rng = np.random.default_rng(nr)
@@ -190,13 +192,15 @@ def bench_gemm(ranks, repeats):
         for r in range(nr):
             np.testing.assert_allclose(out[r], want, rtol=1e-4, atol=1e-4)
         flat = a.reshape(nr * m, k)
-        t_np = float("inf")
+        t_np = [float("inf")] * 2
         for _ in range(repeats):
-            t0 = time.perf_counter()
-            np.matmul(flat, b)
-            t_np = min(t_np, time.perf_counter() - t0)
+            for i, threads in enumerate((None, 1)):     # numpy's default pool; one thread
+                with threadpool_limits(limits=threads, user_api="blas"):
+                    t0 = time.perf_counter()
+                    np.matmul(flat, b)
+                    t_np[i] = min(t_np[i], time.perf_counter() - t0)
         print(f"{nr:>5} {f'[{m}, {k}] @ [{k}, {n}]':>22} | {fmt_s(best[1] - best[0])} | "
-              f"{fmt_s(t_np):>12} | {fmt_s(best[0]):>15}")
+              f"{fmt_s(t_np[0]):>12} | {fmt_s(t_np[1]):>13} | {fmt_s(best[0]):>15}")
 
 
 # ------------------------------------------------------------------ profile
