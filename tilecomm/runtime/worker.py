@@ -10,7 +10,7 @@ import threading
 import traceback
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ..errors import UserError
 from ..transport.base import WindowKey
@@ -22,6 +22,10 @@ from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
 
 _PR_SET_PDEATHSIG = 1
+# The BLAS libraries numpy loaded, found once in the controller (a scan of the
+# process's shared objects, ~2-10 ms) so that each forked rank only sets
+# their thread count.
+_BLAS_POOLS = ThreadpoolController().select(user_api="blas")
 
 
 def _die_with_parent():
@@ -44,7 +48,7 @@ def worker_main(rank: int, ranks, conn) -> int:
     # thread per core in every rank oversubscribes them, and a pl.matmul then
     # waits for pool threads spinning against other ranks' (at 2 ranks on 2
     # cores a [128, 256] @ [256, 256] took ~11 ms instead of ~0.2 ms).
-    threadpool_limits(limits=1, user_api="blas")
+    _BLAS_POOLS.limit(limits=1)
     if os.getppid() != ranks.owner:
         return M.EXIT_FAILED
     ranks.transport.in_child(rank)
