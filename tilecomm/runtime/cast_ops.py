@@ -102,6 +102,11 @@ def _to_int(x64: np.ndarray, dt: np.dtype, code: int) -> np.ndarray:
 def convert(x: np.ndarray, dt: np.dtype, mode) -> np.ndarray:
     """``x`` as ``dt`` with the rounding ``mode``."""
     code = mode_code(mode)
+    # a widening conversion (every value of x's dtype is one of dt's) is exact in
+    # any mode, and round-to-nearest-even into a float dtype is astype's own
+    # rounding: both skip the neighbour search, which costs 30-250x astype
+    if np.can_cast(x.dtype, dt, "safe") or (code in (NONE, RINT) and _is_float(dt)):
+        return x.astype(dt)
     src_float = _is_float(x.dtype)
     if _is_float(dt):
         if not src_float and x.dtype.kind not in "iub":

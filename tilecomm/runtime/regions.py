@@ -60,6 +60,10 @@ def element_index(a: np.ndarray, offset, what: str) -> tuple:
 
 
 def py_scalar(v):
+    # integers first: they are most scalar reads (signal cells, counts, indices),
+    # and the checks below cost ~3 us on an integer (dtype.name is a slow property)
+    if isinstance(v, np.integer):
+        return int(v)
     if isinstance(v, (np.floating, float)) or (hasattr(v, "dtype") and v.dtype.kind == "V"):
         return float(v)
     if isinstance(v, np.generic) and v.dtype.name == "bfloat16":
