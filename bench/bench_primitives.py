@@ -43,6 +43,8 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm import _native_core as native
 from tilecomm.runtime import DistributedConfig, RunConfig
+
+from kernels import pingpong_kernel, selfsig_kernel, trivial_main   # bench/kernels.py
 from tilecomm.runtime.config import TRANSPORT_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,28 +67,9 @@ TRANSPORT = "shm"               # set once from --transport, before anything run
 # Programs live at module level (or in a factory) because the front end reads
 # their source with inspect.
 
-# ---- 1. ping-pong: rank 0 sets the peer's cell to i+1 and waits for its own
+# ---- 1. ping-pong (kernels.pingpong_kernel): rank 0 sets the peer's cell to i+1 and waits for its own
 # cell to reach i+1; rank 1 mirrors.  Values start at 1 so the zero-filled
 # window never satisfies a wait early.
-@pl.jit.incore
-def pingpong_kernel(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-                    sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
-                    n: pl.Scalar[pl.INT32]) -> pl.Tensor[[1, 1], pl.INT32]:
-    ctx = pld.get_comm_ctx(sig)
-    me = pld.rank(ctx)
-    peer = 1 - me
-    for i in pl.range(n):
-        if me == 0:
-            pld.system.notify(sig, peer=peer, offsets=[0, 0], value=i + 1, op=pld.NotifyOp.Set)
-            pld.system.wait(sig, offsets=[0, 0], expected=i + 1, cmp=pld.WaitCmp.Eq)
-        else:
-            pld.system.wait(sig, offsets=[0, 0], expected=i + 1, cmp=pld.WaitCmp.Eq)
-            pld.system.notify(sig, peer=peer, offsets=[0, 0], value=i + 1, op=pld.NotifyOp.Set)
-    last = pl.read(sig, [0, 0])
-    pl.write(out, [0, 0], last)
-    return out
-
-
 @pl.jit
 def pingpong_chip(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
                   sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
@@ -102,23 +85,9 @@ def pingpong_main(outs: pl.Out[pl.Tensor[[2, 1, 1], pl.INT32]], n: pl.Scalar[pl.
     return outs
 
 
-# ---- 1b. the same two ops with no second rank: one rank signals itself, so
+# ---- 1b. (kernels.selfsig_kernel) the same two ops with no second rank: one rank signals itself, so
 # the condition already holds when it waits.  What is left is the per-op cost
 # of notify + wait inside a kernel, with no cross-process latency at all.
-@pl.jit.incore
-def selfsig_kernel(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-                   sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
-                   n: pl.Scalar[pl.INT32]) -> pl.Tensor[[1, 1], pl.INT32]:
-    ctx = pld.get_comm_ctx(sig)
-    me = pld.rank(ctx)
-    for i in pl.range(n):
-        pld.system.notify(sig, peer=me, offsets=[0, 0], value=i + 1, op=pld.NotifyOp.Set)
-        pld.system.wait(sig, offsets=[0, 0], expected=i + 1, cmp=pld.WaitCmp.Eq)
-    last = pl.read(sig, [0, 0])
-    pl.write(out, [0, 0], last)
-    return out
-
-
 @pl.jit
 def selfsig_chip(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
                  sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
@@ -189,27 +158,9 @@ def build_bandwidth(rows: int, cols: int):
     return put_main, get_main
 
 
-# ---- 3b. a trivial kernel, dispatched m times per rank inside one call: the
-# marginal cost of one more dispatch to an already running worker.
-@pl.jit.incore
-def trivial_kernel(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
-    ctx = pld.get_comm_ctx(sig)
-    me = pld.rank(ctx)
-    pld.system.notify(sig, peer=me, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
-
-
-@pl.jit
-def trivial_chip(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
-    trivial_kernel(sig)
-
-
-@pl.jit.host
-def trivial_main(m: pl.Scalar[pl.INT32]):
-    buf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
-    for j in pl.range(m):
-        for r in pl.range(pld.world_size()):
-            trivial_chip(pld.window(buf, [1, 1], dtype=pl.INT32), device=r)
-
+# ---- 3b. a trivial kernel, dispatched m times per rank inside one call
+# (kernels.trivial_main): the marginal cost of one more dispatch to an already
+# running worker.
 
 # ---- 4. hand-rolled barrier: each round every rank adds 1 to its own row of
 # every peer's signal window, then waits until every peer's row in its own

@@ -34,40 +34,11 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm.runtime import DistributedConfig, RunConfig
 
+from kernels import pingpong_kernel, selfsig_kernel   # bench/kernels.py
+
 
 def config(nr: int, **kw) -> RunConfig:
     return RunConfig(distributed_config=DistributedConfig(device_ids=list(range(nr))), **kw)
-
-
-@pl.jit.incore
-def selfsig_kernel(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-                   sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
-                   n: pl.Scalar[pl.INT32]) -> pl.Tensor[[1, 1], pl.INT32]:
-    ctx = pld.get_comm_ctx(sig)
-    me = pld.rank(ctx)
-    for i in pl.range(n):
-        pld.system.notify(sig, peer=me, offsets=[0, 0], value=i + 1, op=pld.NotifyOp.Set)
-        pld.system.wait(sig, offsets=[0, 0], expected=i + 1, cmp=pld.WaitCmp.Eq)
-    pl.write(out, [0, 0], pl.read(sig, [0, 0]))
-    return out
-
-
-@pl.jit.incore
-def pingpong_kernel(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-                    sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]],
-                    n: pl.Scalar[pl.INT32]) -> pl.Tensor[[1, 1], pl.INT32]:
-    ctx = pld.get_comm_ctx(sig)
-    me = pld.rank(ctx)
-    peer = 1 - me
-    for i in pl.range(n):
-        if me == 0:
-            pld.system.notify(sig, peer=peer, offsets=[0, 0], value=i + 1, op=pld.NotifyOp.Set)
-            pld.system.wait(sig, offsets=[0, 0], expected=i + 1, cmp=pld.WaitCmp.Eq)
-        else:
-            pld.system.wait(sig, offsets=[0, 0], expected=i + 1, cmp=pld.WaitCmp.Eq)
-            pld.system.notify(sig, peer=peer, offsets=[0, 0], value=i + 1, op=pld.NotifyOp.Set)
-    pl.write(out, [0, 0], pl.read(sig, [0, 0]))
-    return out
 
 
 def build(kernel, nr: int):

@@ -30,33 +30,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
-import tilecomm.language as pl
-import tilecomm.language.distributed as pld
 from tilecomm.runtime import DistributedConfig, RunConfig
 from tilecomm.runtime.config import TRANSPORT_NAMES
 
+from kernels import trivial_main   # bench/kernels.py
+
 TARGET_PERSISTENT_S = 200e-6      # DESIGN.md section 4: prepared call, persistent windows
-
-
-@pl.jit.incore
-def tick_kernel(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
-    me = pld.rank(pld.get_comm_ctx(sig))
-    pld.system.notify(sig, peer=me, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
-
-
-@pl.jit
-def tick_chip(sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
-    tick_kernel(sig)
-
-
-@pl.jit.host
-def tick_main(m: pl.Scalar[pl.INT32]):
-    buf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
-    for j in pl.range(m):
-        for r in pl.range(pld.world_size()):
-            tick_chip(pld.window(buf, [1, 1], dtype=pl.INT32), device=r)
 
 
 @dataclass
@@ -91,7 +70,7 @@ def log(msg: str) -> None:
 
 
 def bench_prepared(args, cfg, rows):
-    compiled = tick_main.compile(1, config=cfg)
+    compiled = trivial_main.compile(1, config=cfg)
     compiled(1)                                          # compile and warm the cache
     oneshot = timed(lambda: compiled(1), args.oneshot)
     log(f"one-shot {best_median(oneshot)}")
@@ -118,7 +97,7 @@ def bench_prepared(args, cfg, rows):
 
 
 def bench_submit(args, cfg, rows):
-    compiled = tick_main.compile(1, config=cfg)
+    compiled = trivial_main.compile(1, config=cfg)
     # kept persistent windows: the second call is sent while the first runs
     with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
         timed(lambda: rt(1), args.warm)
