@@ -198,6 +198,9 @@ CODES = {
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
     "TC412": "output argument is read-only",
+    "TC450": "MPI job size differs from the program's world size",
+    "TC451": "MPI backend unavailable (mpi4py / an MPI library missing, or no thread support)",
+    "TC452": "MPI job spans several nodes (the MPI backend runs on one node)",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",
@@ -205,4 +208,5 @@ CODES = {
     "TC505": "not enough free space in /dev/shm for the call's windows and arguments",
     "TC506": "a system resource ran out (memory, /dev/shm, open files, processes)",
     "TC507": "a collective's signal is not clean (left over credits or hand-rolled values)",
+    "TC510": "MPI window pool exhausted (TILECOMM_MPI_POOL_MB)",
 }

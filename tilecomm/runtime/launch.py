@@ -17,6 +17,7 @@ processes; ``Run`` is one execution of the HOST orchestrator on them.
 """
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 
@@ -34,6 +35,9 @@ from .monitor import monitor, wake_blocked
 from .worker import worker_main
 
 _CALL_IDS = itertools.count(1)
+# RunConfig.transport names whose ranks are an MPI job's processes -> the
+# module that sets up their launcher, control plane and transport
+SPMD_BACKENDS = {"mpi": "tilecomm.runtime.mpi_spmd"}
 ABORT_GRACE_S = 0.5      # after an abort, how long ranks may take to exit on their own
 
 
@@ -54,12 +58,19 @@ class Ranks:
         self.images: dict = {}             # specialisations the workers know
         self._own_segments = 0
         self.transport_name = config.resolved_transport()
-        self.launcher = ForkLauncher(world)
-        self.control = self.transport = None
+        # a backend whose ranks are the processes of a job every one of which
+        # runs the caller's program (MPI) sets ``spmd``: see ``execute``
+        self.spmd = None
+        self.launcher = self.control = self.transport = None
         try:
-            self.control = C.ShmControlPlane(
-                self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
-            self.transport = make_host(self.transport_name, world, self._new_segment)
+            if self.transport_name in SPMD_BACKENDS:
+                # imported only when chosen: it loads an MPI library
+                importlib.import_module(SPMD_BACKENDS[self.transport_name]).set_up(self)
+            else:
+                self.launcher = ForkLauncher(world)
+                self.control = C.ShmControlPlane(
+                    self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
+                self.transport = make_host(self.transport_name, world, self._new_segment)
         except BaseException:
             self.close()
             raise
@@ -115,7 +126,7 @@ class Ranks:
         return self.launcher.stop(ABORT_GRACE_S)
 
     def kill(self) -> dict:
-        return self.launcher.stop(0.0)
+        return self.launcher.stop(0.0) if self.launcher is not None else {}
 
     def close(self, graceful: bool = False):
         try:
@@ -182,7 +193,16 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False):
     """Run the HOST orchestrator once on ``ranks`` (started here if needed).
     On any failure the ranks are stopped: the caller decides whether to restart.
     ``last``: no run follows, so workers exit on their own once finished (their
-    teardown then overlaps the controller's copy-back instead of following it)."""
+    teardown then overlaps the controller's copy-back instead of following it).
+    Under an SPMD backend every process of the job calls this: its glue runs
+    ``control`` on the controlling process and serves a rank on the others."""
+    if ranks.spmd is not None:
+        return ranks.spmd.execute(ranks, executable, args, config, control)
+    return control(ranks, executable, args, config, last)
+
+
+def control(ranks: Ranks, executable, args: list, config, last: bool = False):
+    """``execute`` as the controlling process runs it."""
     run = Run(ranks, executable, config)
     try:
         ranks.know(executable.image)

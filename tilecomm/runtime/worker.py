@@ -35,11 +35,12 @@ def worker_main(rank: int, ranks, conn) -> int:
     """Serve one rank until told to shut down: run dispatches in order; an
     ``EndRun`` closes one run of the host orchestrator (ranks may serve many).
     Returns the process's exit code (``messages.EXIT_*``)."""
-    # Ctrl-C reaches the whole process group; the controller alone handles it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
-    if os.getppid() != ranks.owner:
-        return M.EXIT_FAILED
+    if ranks.launcher.forks:
+        # Ctrl-C reaches the whole process group; the controller alone handles it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent()
+        if os.getppid() != ranks.owner:
+            return M.EXIT_FAILED
     ranks.transport.in_child(rank)
     images = dict(ranks.images)             # inherited; later ones arrive by message
     try:
@@ -52,6 +53,7 @@ def worker_main(rank: int, ranks, conn) -> int:
         return M.EXIT_FAILED
     hosts = HostSegments()
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)
+    ranks.launcher.serving(rank, rc)
     inbox: queue.SimpleQueue = queue.SimpleQueue()
 
     def reader():
