@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -66,10 +67,16 @@ def mapped_shm() -> set:
 
 
 class MpiRun:
-    def __init__(self, proc, out, err, tag, pids):
+    """A finished job.  ``stdout`` / ``stderr``: each process's output in
+    rank order (collected per process, so lines never interleave), then
+    mpiexec's own."""
+
+    def __init__(self, proc, out, err, tag, pids, outdir, n):
         self.returncode = proc.returncode
-        self.stdout = out
-        self.stderr = err
+        self.rank_out = [_read(os.path.join(outdir, f"out.{r}")) for r in range(n)]
+        self.rank_err = [_read(os.path.join(outdir, f"err.{r}")) for r in range(n)]
+        self.stdout = "".join(self.rank_out) + out
+        self.stderr = "".join(self.rank_err) + err
         self.tag = tag
         self.pids = pids              # every process of the job seen while it ran
 
@@ -78,7 +85,15 @@ class MpiRun:
         return self.stdout + self.stderr
 
 
-def start_mpi(n: int, argv: list, env=None):
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def start_mpi(n: int, argv: list, outdir: str, env=None):
     """Popen of ``mpiexec -n n python argv...``; its processes carry a tag in
     their environment, so they can be found (and must be gone) later."""
     tag = f"TILECOMM_TEST_TAG={uuid.uuid4().hex}"
@@ -88,12 +103,15 @@ def start_mpi(n: int, argv: list, env=None):
     key, value = tag.split("=")
     e[key] = value
     e["PYTHONPATH"] = os.pathsep.join([HERE, ROOT, e.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([MPIEXEC, "-n", str(n), sys.executable, *argv], env=e,
+    proc = subprocess.Popen([MPIEXEC, "-n", str(n),
+                             "-outfile-pattern", os.path.join(outdir, "out.%r"),
+                             "-errfile-pattern", os.path.join(outdir, "err.%r"),
+                             sys.executable, *argv], env=e,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     return proc, tag
 
 
-def finish(proc, tag, argv, timeout, before, on_start=None) -> MpiRun:
+def finish(proc, tag, argv, timeout, before, outdir, n, on_start=None) -> MpiRun:
     """Wait for the job (recording its processes), fail if it outlives
     ``timeout``, then check nothing of it is left."""
     box = {}
@@ -115,10 +133,11 @@ def finish(proc, tag, argv, timeout, before, on_start=None) -> MpiRun:
             except ProcessLookupError:
                 pass
         reader.join()
+        run = MpiRun(proc, box.get("out") or "", box.get("err") or "", tag, pids, outdir, n)
         pytest.fail(f"mpiexec {' '.join(argv)} did not finish in {timeout} s:\n"
-                    f"{box.get('out')}\n{box.get('err')}")
+                    f"{run.stdout}\n{run.stderr}")
     assert_nothing_left(tag, pids, before)
-    return MpiRun(proc, box["out"], box["err"], tag, pids)
+    return MpiRun(proc, box["out"], box["err"], tag, pids, outdir, n)
 
 
 def run_mpi(n: int, argv: list, timeout: float = 300, env=None, on_start=None) -> MpiRun:
@@ -127,8 +146,9 @@ def run_mpi(n: int, argv: list, timeout: float = 300, env=None, on_start=None) -
     is called with the job's processes while it runs until it returns
     something other than False."""
     before = shm_entries()
-    proc, tag = start_mpi(n, argv, env)
-    return finish(proc, tag, argv, timeout, before, on_start)
+    with tempfile.TemporaryDirectory(prefix="tilecomm-mpi-test-") as outdir:
+        proc, tag = start_mpi(n, argv, outdir, env)
+        return finish(proc, tag, argv, timeout, before, outdir, n, on_start)
 
 
 def assert_nothing_left(tag: str, pids: set, before: set) -> None:

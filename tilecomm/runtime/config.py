@@ -183,4 +183,6 @@ def from_env() -> dict:
         out["transport"] = MPI_TRANSPORT            # under mpiexec: the MPI backend
     if os.environ.get("TILECOMM_MPI_POOL_MB"):
         out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
+    if os.environ.get("TILECOMM_MPI_DIRECT") == "0":
+        out["mpi_direct"] = False       # no shared-memory window: every access an RMA call
     return out

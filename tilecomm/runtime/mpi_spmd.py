@@ -125,7 +125,8 @@ def set_up(ranks) -> None:
     if mb is not None and not (mb.isdigit() and int(mb) > 0):
         raise ConfigError(f"TILECOMM_MPI_POOL_MB must be a positive number of MiB, got {mb!r}",
                           code="TC402")
-    ranks.transport = MpiHost(ranks.world, pool_bytes=int(mb) << 20 if mb else None)
+    ranks.transport = MpiHost(ranks.world, pool_bytes=int(mb) << 20 if mb else None,
+                              direct=from_env().get("mpi_direct", True))
     job = MpiJob(MPI, ranks.world)
     ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job)
     ranks.launcher = MpiLauncher(ranks.world, MPI, job.comm, ranks.images)

@@ -77,14 +77,16 @@ class _Pool:
     """One process's share of the job-wide pool window, plus what every
     endpoint and the host of that process need to reach the others."""
 
-    def __init__(self, comm, pool_bytes: int):
+    def __init__(self, comm, pool_bytes: int, direct: bool = True):
         MPI = require_mpi()
         self.MPI = MPI
         self.comm = comm
         self.me = comm.Get_rank()
         self.size = comm.Get_size()
         self.pool_bytes = -(-pool_bytes // 4096) * 4096
-        self.shared = on_one_node(comm)
+        # direct=False: an ordinary window even on one node, so every access
+        # to a peer is an RMA call, exactly as between nodes
+        self.shared = direct and on_one_node(comm)
         if self.shared:
             self.win = MPI.Win.Allocate_shared(self.pool_bytes, 1, comm=comm)
             self.maps = []
@@ -98,13 +100,28 @@ class _Pool:
             self.maps[self.me] = np.frombuffer(self.win.tomemory(), np.uint8)
         self.win.Lock_all()            # one passive-target epoch for the pool's lifetime
         self.types = _mpi_types(MPI)
-        self._regions: dict = {}       # (shape, strides, dtype) -> committed MPI datatype
+        self._regions: dict = {}       # (shape, strides, element) -> committed MPI datatype
+        self._elements: dict = {}      # numpy dtype -> MPI type of one element
         self._lock = threading.Lock()
+
+    def element_type(self, dtype):
+        """The MPI type of one element: MPI's own where it has one (so
+        ``MPI_Accumulate`` can add it), else the element's bytes (BF16, FP16)."""
+        dtype = np.dtype(dtype)
+        t = self.types.get(dtype) or self._elements.get(dtype)
+        if t is None:
+            with self._lock:
+                t = self._elements.get(dtype)
+                if t is None:
+                    t = self.MPI.BYTE.Create_contiguous(dtype.itemsize)
+                    t.Commit()
+                    self._elements[dtype] = t
+        return t
 
     def region_type(self, shape: tuple, strides: tuple, base):
         """A committed MPI datatype for a strided region of ``base`` elements
         (``strides`` in bytes), cached: kernels move the same regions in loops."""
-        key = (shape, strides, base.handle)
+        key = (shape, strides, base.handle)    # element types live as long as the pool
         t = self._regions.get(key)
         if t is None:
             with self._lock:
@@ -118,9 +135,10 @@ class _Pool:
         return t
 
     def free(self):
-        for t in self._regions.values():
+        for t in list(self._regions.values()) + list(self._elements.values()):
             t.Free()
         self._regions.clear()
+        self._elements.clear()
         self.maps = []
         self.win.Unlock_all()
         self.win.Free()
@@ -132,12 +150,13 @@ class MpiHost(TransportHost):
 
     name = "mpi"
 
-    def __init__(self, world: int, new_segment=None, comm=None, pool_bytes: int | None = None):
+    def __init__(self, world: int, new_segment=None, comm=None, pool_bytes: int | None = None,
+                 direct: bool = True):
         MPI = require_mpi()
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         check_job(self.comm, world)
         self.world = world
-        self.pool = _Pool(self.comm, pool_bytes or DEFAULT_POOL_BYTES)
+        self.pool = _Pool(self.comm, pool_bytes or DEFAULT_POOL_BYTES, direct)
         self._next = 0
 
     def start_run(self, run) -> None:
@@ -177,9 +196,12 @@ class MpiHost(TransportHost):
 
 
 def _read(pool, proc: int, disp: int) -> int:
-    """Current value of an int32 cell (an MPI atomic read where not mapped)."""
+    """Current value of an int32 cell: a load where the pool is shared
+    memory, else an MPI atomic read (which also drives MPI progress: in an
+    ordinary window, RMA aimed at this process may need this process to
+    call MPI before it lands)."""
     m = pool.maps[proc]
-    if m is not None:
+    if m is not None and pool.shared:
         return native.load_i32(address(m) + disp)
     MPI = pool.MPI
     out = np.zeros(1, np.int32)
@@ -231,52 +253,48 @@ class MpiEndpoint(Endpoint):
         return self._view(key, member)
 
     def peer_view(self, key, member):
-        return self._view(key, member)          # None where the pool is not mapped
+        if not self.pool.shared:
+            return None                          # peers are reached by RMA calls only
+        return self._view(key, member)
 
     def window(self, key, member):
         proc, off = key.segments[member]
-        if proc == self.device:
-            return self._view(key, member)      # own copy: plain memory operations
         own = next(m for m, (p, _) in enumerate(key.segments) if p == self.device)
         return _Remote(proc, off, self._view(key, own))
 
-    def _target(self, h: _Remote, index: tuple, dtype):
-        """(byte displacement, count, MPI datatype) of ``copy[index]`` at the target."""
+    def _target(self, h: _Remote, index: tuple):
+        """(byte displacement, count, MPI datatype, element type, region) of
+        ``copy[index]`` at the target, derived from the same region of this
+        rank's own copy."""
         region = h.layout[index] if index else h.layout
-        disp = h.offset + address(region) - address(h.layout) if region.size else h.offset
-        base = self.pool.types.get(np.dtype(dtype), self.MPI.BYTE)
+        disp = h.offset + (address(region) - address(h.layout) if region.size else 0)
+        elem = self.pool.element_type(region.dtype)
         if region.flags.c_contiguous:
-            if base is self.MPI.BYTE:
-                return disp, region.nbytes, base, region
-            return disp, region.size, base, region
-        if base is self.MPI.BYTE:
-            base = self.MPI.BYTE.Create_contiguous(region.itemsize)
-            t = self.pool.region_type(region.shape, region.strides, base)
-            base.Free()
-        else:
-            t = self.pool.region_type(region.shape, region.strides, base)
-        return disp, 1, t, region
+            return disp, region.size, elem, elem, region
+        return disp, 1, self.pool.region_type(region.shape, region.strides, elem), elem, region
 
     # ----------------------------------------------------------- data
     def put(self, window, index, src, atomic):
-        if type(window) is not _Remote:
-            write_region(window[index] if index else window, src, atomic)
+        if window.proc == self.device and not atomic:
+            # this rank's own copy: a plain copy (an atomic add still goes
+            # through MPI, so that it is atomic with peers' adds to the same
+            # elements)
+            write_region(window.layout[index] if index else window.layout, src, False)
             return
         dtype = window.layout.dtype
         if atomic:
             check_atomic(dtype)
-        disp, count, t, region = self._target(window, index, dtype)
-        data = np.ascontiguousarray(src.reshape(region.shape) if src.shape != region.shape
-                                    else src, dtype=dtype) if atomic or src.dtype == dtype else \
-            np.ascontiguousarray(src.astype(dtype, casting="same_kind").reshape(region.shape))
+        disp, count, t, elem, region = self._target(window, index)
         if region.size == 0:
             return
-        MPI = self.MPI
+        if src.shape != region.shape:
+            src = src.reshape(region.shape)
+        data = np.ascontiguousarray(src if src.dtype == dtype else
+                                    src.astype(dtype, casting="unsafe" if atomic else "same_kind"))
         if not atomic:
-            self.win.Put([data, data.nbytes, MPI.BYTE], window.proc, [disp, count, t])
+            self.win.Put([data, data.size, elem], window.proc, [disp, count, t])
         elif np.dtype(dtype) in self.pool.types:
-            base = self.pool.types[np.dtype(dtype)]
-            self.win.Accumulate([data, data.size, base], window.proc, [disp, count, t],
+            self.win.Accumulate([data, data.size, elem], window.proc, [disp, count, t],
                                 self._sum)
         else:
             self._cas_add(window.proc, region, disp, data)
@@ -319,15 +337,15 @@ class MpiEndpoint(Endpoint):
                 old[:] = got                        # someone else added first: redo on theirs
 
     def get(self, window, index, dst):
-        if type(window) is not _Remote:
-            np.copyto(dst, window[index] if index else window)
+        if window.proc == self.device:
+            np.copyto(dst, window.layout[index] if index else window.layout)
             return
-        disp, count, t, region = self._target(window, index, window.layout.dtype)
+        disp, count, t, elem, region = self._target(window, index)
         if region.size == 0:
             return
         buf = dst if dst.flags.c_contiguous and dst.dtype == region.dtype else \
             np.empty(region.shape, region.dtype)
-        self.win.Get([buf, buf.nbytes, self.MPI.BYTE], window.proc, [disp, count, t])
+        self.win.Get([buf, buf.size, elem], window.proc, [disp, count, t])
         self.win.Flush(window.proc)
         if buf is not dst:
             np.copyto(dst, buf.reshape(dst.shape) if buf.shape != dst.shape else buf)
@@ -338,7 +356,7 @@ class MpiEndpoint(Endpoint):
     # ----------------------------------------------------------- signals
     def cell(self, key, member, byte_offset):
         proc, off = key.segments[member]
-        m = self.pool.maps[proc]
+        m = self.pool.maps[proc] if self.pool.shared else None   # polled by address if shared
         return (proc, off + byte_offset, address(m) + off + byte_offset if m is not None else 0)
 
     def signal(self, cell, op, value):

@@ -62,13 +62,17 @@ def start_sweeper() -> int:
     sweeper blocks reading a pipe only this process can write to; end of
     file means this process ended, however.  It holds nothing else: no MPI
     descriptor, no stdio (mpiexec waits for its processes' output to close),
-    and calls nothing of MPI."""
+    and calls nothing of MPI.  It is forked twice, so it is no child of this
+    process (which reaps the intermediate one at once)."""
     owner = os.getpid()
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:                                  # the sweeper
+    if pid == 0:
         try:
             os.setsid()                           # not in the job's process group
+            if os.fork() != 0:
+                os._exit(0)
+            # the sweeper
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
@@ -81,6 +85,7 @@ def start_sweeper() -> int:
         finally:
             os._exit(0)
     os.close(r)
+    os.waitpid(pid, 0)
     _SWEEPER["pipe"] = w                          # open until this process ends
     return pid
 
