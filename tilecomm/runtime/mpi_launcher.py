@@ -142,6 +142,7 @@ class MpiLauncher(Launcher):
         self._held: list = []            # messages of ranks not asked for yet
         self._shut: set = set()          # ranks told to shut down in this call
         self._contexts: dict = {}        # rank -> its worker's RankContext (this process)
+        self.served: set = set()         # ranks whose worker got past its start-up
         self._status = MPI.Status()
         cleanup.watch(self)              # SIGTERM of process 0 still removes its segments
 
@@ -197,7 +198,9 @@ class MpiLauncher(Launcher):
         return True                      # a dead process ends the whole job
 
     def serving(self, rank, context):
+        # called just before the worker starts its reader thread
         self._contexts[rank] = context
+        self.served.add(rank)
 
     def end_tasks(self, rank: int) -> None:
         """After rank ``rank``'s worker returned in this process: stop the task

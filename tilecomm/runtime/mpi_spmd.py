@@ -181,14 +181,19 @@ class Spmd:
     def _serve(self, ranks, executable, args):
         MPI, comm = self.MPI, self.job.comm
         end = ProcessEnd(MPI, comm)
+        ranks.launcher.served.discard(self.job.me)
         try:
             code = worker_main(self.job.me, ranks, end)
         finally:
             ranks.launcher.end_tasks(self.job.me)
-        # the reader thread stops at this call's Shutdown (always sent);
-        # wait for it, or it could take the next call's first message
-        end.shut.wait()
-        end.reader.join()
+        if self.job.me in ranks.launcher.served:
+            # its reader thread stops at this call's Shutdown (always sent);
+            # wait for it, or it could take the next call's first message
+            end.shut.wait()
+            end.reader.join()
+        else:
+            while not end.shut.is_set():     # it failed to start: no reader
+                end.recv_bytes()
         comm.Send([np.array([code], np.int64), MPI.BYTE], 0, TAG_EXIT)
         kind, payload = comm.bcast(None, root=0)
         if kind == "error":

@@ -127,10 +127,15 @@ class _Pool:
             with self._lock:
                 t = self._regions.get(key)
                 if t is None:
+                    # innermost dimension first: n blocks of one inner type, s bytes apart
+                    steps = []
                     t = base
                     for n, s in reversed(list(zip(shape, strides))):
                         t = t.Create_hvector(n, 1, s)
+                        steps.append(t)
                     t.Commit()
+                    for inner in steps[:-1]:       # the committed type keeps what it needs
+                        inner.Free()
                     self._regions[key] = t
         return t
 
