@@ -2,7 +2,7 @@
 (one-shot calls and a prepared worker), at every world size."""
 import pytest
 
-from conftest import requires_mpi, run_mpi, script
+from mpi_jobs import requires_mpi, run_mpi, script
 
 pytestmark = requires_mpi
 

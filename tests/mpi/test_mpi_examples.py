@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, requires_mpi, run_mpi
+from mpi_jobs import ROOT, requires_mpi, run_mpi
 
 pytestmark = requires_mpi
 EXAMPLES = sorted(f for f in os.listdir(os.path.join(ROOT, "examples")) if f.endswith(".py"))

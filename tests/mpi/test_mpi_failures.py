@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, rank_pid, requires_mpi, run_mpi, script
+from mpi_jobs import ROOT, rank_pid, requires_mpi, run_mpi, script
 
 pytestmark = requires_mpi
 FAILURES = script("failures.py")

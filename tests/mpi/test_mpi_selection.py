@@ -11,7 +11,7 @@ from tilecomm.errors import ConfigError
 from tilecomm.runtime import RunConfig
 from tilecomm.runtime.config import MPI_LAUNCHER_VARS, from_env
 
-from conftest import ROOT, requires_mpi, script
+from mpi_jobs import ROOT, requires_mpi, script
 
 
 @pytest.mark.parametrize("var", MPI_LAUNCHER_VARS)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import requires_mpi, run_mpi
+from mpi_jobs import requires_mpi, run_mpi
 
 pytestmark = requires_mpi
 

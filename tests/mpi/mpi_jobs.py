@@ -1,6 +1,8 @@
 """Helpers of the MPI backend's tests: run a script under the ``mpiexec`` of
 the installed MPI wheel (the one next to this Python) as a subprocess, with
-a time-out, and check that it leaves nothing behind."""
+a time-out, and check that it leaves nothing behind.  A module of its own,
+not a conftest: the multi-rank tests import tests/conftest.py as
+``conftest``."""
 import os
 import signal
 import subprocess
