@@ -228,6 +228,9 @@ CODES = {
     "TC442": "RunConfig.enable_dump_args=1: dump tags are not carried to the ranks",
     "TC443": "run artefacts could not be written under the program's output directory",
     "TC444": "a trace file is not a tilecomm swimlane trace",
+    "TC450": "MPI job size differs from the program's world size",
+    "TC451": "MPI backend unavailable (mpi4py / an MPI library missing, or no thread support)",
+    "TC452": "MPI job spans several nodes (the MPI backend runs on one node)",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",
@@ -237,4 +240,5 @@ CODES = {
     "TC507": "a collective's signal is not clean (left over credits or hand-rolled values)",
     # device arithmetic and the pl op set at run time (TC520-TC529)
     "TC520": "integer division or modulo by zero in device code (runtime)",
+    "TC510": "MPI window pool exhausted (TILECOMM_MPI_POOL_MB)",
 }

@@ -23,6 +23,12 @@ class Platform:
 
 
 TRANSPORT_NAMES = tuple(TRANSPORTS)
+# transports whose ranks are the processes of an MPI job (mpiexec), not forked:
+# every process runs the caller's script
+MPI_TRANSPORT = "mpi"
+ALL_TRANSPORTS = TRANSPORT_NAMES + (MPI_TRANSPORT,)
+# set in every process that an MPI launcher (MPICH / Intel MPI, Open MPI, PMIx) started
+MPI_LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
 # cores of a rank's scheduler on the "cpu" platform: enough that independent
 # tasks visibly overlap (and a missing dependency races), few enough that a
 # 2-core machine running several ranks is not flooded with threads
@@ -92,8 +98,10 @@ class RunConfig:
                        only the "cpu" platform accepts another value.
     transport          how ranks reach each other's windows: "shm" (shared memory,
                        zero-copy) or "copy" (every remote byte moves through an
-                       explicit request, as over a network).  None (default):
-                       $TILECOMM_TRANSPORT, else "shm".
+                       explicit request, as over a network), or "mpi" (MPI-3
+                       one-sided RMA; the ranks are the processes of an mpiexec
+                       job).  None (default): $TILECOMM_TRANSPORT, else "mpi"
+                       when the process was started by an MPI launcher, else "shm".
     """
 
     platform: str = "cpu"
@@ -149,8 +157,8 @@ class RunConfig:
                                   hint="only platform='cpu' takes a core count")
         for name in RING_FIELDS:
             object.__setattr__(self, name, _ring_sizing(name, getattr(self, name)))
-        if self.transport is not None and self.transport not in TRANSPORT_NAMES:
-            raise ConfigError(f"RunConfig.transport must be one of {list(TRANSPORT_NAMES)}, got "
+        if self.transport is not None and self.transport not in ALL_TRANSPORTS:
+            raise ConfigError(f"RunConfig.transport must be one of {list(ALL_TRANSPORTS)}, got "
                               f"{self.transport!r}", code="TC402")
 
     @property
@@ -163,8 +171,8 @@ class RunConfig:
         if self.transport is not None:
             return self.transport
         name = from_env().get("transport") or "shm"
-        if name not in TRANSPORT_NAMES:
-            raise ConfigError(f"TILECOMM_TRANSPORT must be one of {list(TRANSPORT_NAMES)}, got "
+        if name not in ALL_TRANSPORTS:
+            raise ConfigError(f"TILECOMM_TRANSPORT must be one of {list(ALL_TRANSPORTS)}, got "
                               f"{name!r}", code="TC402")
         return name
 
@@ -288,4 +296,10 @@ def from_env() -> dict:
         out["cache_dir"] = os.environ["TILECOMM_CACHE_DIR"]
     if os.environ.get("TILECOMM_TRANSPORT"):
         out["transport"] = os.environ["TILECOMM_TRANSPORT"]
+    elif any(os.environ.get(v) for v in MPI_LAUNCHER_VARS):
+        out["transport"] = MPI_TRANSPORT            # under mpiexec: the MPI backend
+    if os.environ.get("TILECOMM_MPI_POOL_MB"):
+        out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
+    if os.environ.get("TILECOMM_MPI_DIRECT") == "0":
+        out["mpi_direct"] = False       # no shared-memory window: every access an RMA call
     return out

@@ -17,6 +17,7 @@ processes; ``Run`` is one execution of the HOST orchestrator on them.
 """
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 
@@ -36,6 +37,9 @@ from .persistent import PersistentDomains
 from .worker import worker_main
 
 _CALL_IDS = itertools.count(1)
+# RunConfig.transport names whose ranks are an MPI job's processes -> the
+# module that sets up their launcher, control plane and transport
+SPMD_BACKENDS = {"mpi": "tilecomm.runtime.mpi_spmd"}
 ABORT_GRACE_S = 0.5      # after an abort, how long ranks may take to exit on their own
 # dispatches to one rank are sent together once this many are queued (and at
 # the end of the HOST orchestrator): one pickle and one write per batch
@@ -66,8 +70,10 @@ class Ranks:
         self.images: dict = {}             # specialisations the workers know
         self._own_segments = 0
         self.transport_name = config.resolved_transport()
-        self.launcher = ForkLauncher(world)
-        self.control = self.transport = None
+        # a backend whose ranks are the processes of a job every one of which
+        # runs the caller's program (MPI) sets ``spmd``: see ``execute``
+        self.spmd = None
+        self.launcher = self.control = self.transport = None
         # each rank's last dispatch number: runs continue the count, so a
         # published progress value of an earlier run never satisfies a later wait
         self.seq = [0] * world
@@ -80,9 +86,14 @@ class Ranks:
         # segments named so live as long as these ranks (ranks may keep them mapped)
         self.own_prefix = f"{S.segment_name(self.owner, self.id, 0)[:-1]}"
         try:
-            self.control = C.ShmControlPlane(
-                self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
-            self.transport = make_host(self.transport_name, world, self._new_segment)
+            if self.transport_name in SPMD_BACKENDS:
+                # imported only when chosen: it loads an MPI library
+                importlib.import_module(SPMD_BACKENDS[self.transport_name]).set_up(self)
+            else:
+                self.launcher = ForkLauncher(world)
+                self.control = C.ShmControlPlane(
+                    self._new_segment(C.control_size(world) + taskplane.area_size(world)), world)
+                self.transport = make_host(self.transport_name, world, self._new_segment)
             if persistent_reset is not None:
                 self.persistent = PersistentDomains(self._new_segment, self.transport,
                                                     persistent_reset)
@@ -141,7 +152,7 @@ class Ranks:
         return self.launcher.stop(ABORT_GRACE_S)
 
     def kill(self) -> dict:
-        return self.launcher.stop(0.0)
+        return self.launcher.stop(0.0) if self.launcher is not None else {}
 
     def close(self, graceful: bool = False):
         if self._closed:                    # a failure may reach it from two threads
@@ -251,9 +262,15 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False, ca
     wait for the ranks to finish.  On any failure the ranks are stopped: the
     caller decides whether to restart.  ``last``: no run follows, so workers
     exit on their own once finished (their teardown then overlaps the
-    controller's copy-back instead of following it)."""
-    return finish(begin(ranks, executable, args, config, last=last, callbacks=callbacks,
-                        reset_control=reset_control))
+    controller's copy-back instead of following it).  Under an SPMD backend
+    every process of the job calls this: its glue runs both halves on the
+    controlling process and serves a rank on the others."""
+    def control(ranks, executable, args, config, last=False):
+        return finish(begin(ranks, executable, args, config, last=last, callbacks=callbacks,
+                            reset_control=reset_control))
+    if ranks.spmd is not None:
+        return ranks.spmd.execute(ranks, executable, args, config, control)
+    return control(ranks, executable, args, config, last)
 
 
 def begin(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,

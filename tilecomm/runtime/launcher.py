@@ -21,6 +21,9 @@ __all__ = ["ForkLauncher", "Launcher"]
 
 class Launcher(ABC):
     world: int
+    # whether each rank is a process this launcher forked (False: the ranks
+    # are processes started by someone else, e.g. mpiexec, or threads of them)
+    forks = True
 
     @property
     @abstractmethod
@@ -31,6 +34,10 @@ class Launcher(ABC):
         """Start one process per rank running ``rank_main(rank, channel)``;
         its return value is the process's exit code.  ``keep``: per rank, the
         descriptors (e.g. a transport's link) its process must keep open."""
+
+    def serving(self, rank: int, context) -> None:
+        """Called in a rank's worker with the context it runs dispatches with
+        (a launcher whose ranks outlive their worker stops its task threads)."""
 
     @abstractmethod
     def alive(self) -> bool:

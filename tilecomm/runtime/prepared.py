@@ -35,7 +35,7 @@ from .arguments import check_arguments
 from .executable import to_numpy
 from .device_tensors import DeviceTensor, ResidentMemory, StackedDeviceTensor
 from .handles import DistributedRunHandle, RegistrationHandle
-from .launch import Ranks, begin, execute, finish, next_id
+from .launch import SPMD_BACKENDS, Ranks, begin, execute, finish, next_id
 from .subworkers import bind_callbacks
 
 _OPEN: "weakref.WeakSet[DistributedWorker]" = weakref.WeakSet()
@@ -224,8 +224,11 @@ class DistributedWorker:
         by the transport per run), without SubWorkers (they wait on the
         ranks from the sending thread), and on a single-program worker: the
         per-buffer collective counts are reset between runs unless pipelined,
-        and only one program's runs keep them equal across a domain's members."""
-        return self._keeps(exe) and not exe.sub_workers
+        and only one program's runs keep them equal across a domain's members.
+        Not under an SPMD backend (MPI), whose every call is a collective step
+        of all the job's processes, one call at a time."""
+        return self._keeps(exe) and not exe.sub_workers and \
+            self._config.resolved_transport() not in SPMD_BACKENDS
 
     def _keeps(self, exe) -> bool:
         """Kept persistent windows of a single program (see ``_pipelines``)."""

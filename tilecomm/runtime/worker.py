@@ -41,17 +41,19 @@ def worker_main(rank: int, ranks, conn) -> int:
     """Serve one rank until told to shut down: run dispatches in order; an
     ``EndRun`` closes one run of the host orchestrator (ranks may serve many).
     Returns the process's exit code (``messages.EXIT_*``)."""
-    # Ctrl-C reaches the whole process group; the controller alone handles it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
-    # A rank is one device sharing the machine's cores with every other rank
-    # (its scheduler's cores are threads of its own): a BLAS pool of one
-    # thread per core in every rank oversubscribes them, and a pl.matmul then
-    # waits for pool threads spinning against other ranks' (at 2 ranks on 2
-    # cores a [128, 256] @ [256, 256] took ~11 ms instead of ~0.2 ms).
-    _BLAS_POOLS.limit(limits=1)
-    if os.getppid() != ranks.owner:
-        return M.EXIT_FAILED
+    if ranks.launcher.forks:
+        # Ctrl-C reaches the whole process group; the controller alone handles it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent()
+        # A forked rank is one device sharing the machine's cores with every
+        # other rank (its scheduler's cores are threads of its own): a BLAS
+        # pool of one thread per core in every rank oversubscribes them, and
+        # a pl.matmul then waits for pool threads spinning against other
+        # ranks' (at 2 ranks on 2 cores a [128, 256] @ [256, 256] took ~11 ms
+        # instead of ~0.2 ms).  An MPI process is the user's own: untouched.
+        _BLAS_POOLS.limit(limits=1)
+        if os.getppid() != ranks.owner:
+            return M.EXIT_FAILED
     ranks.transport.in_child(rank)
     images = dict(ranks.images)             # inherited; later ones arrive by message
     try:
@@ -68,6 +70,7 @@ def worker_main(rank: int, ranks, conn) -> int:
     # are resolved once for the worker's lifetime, not once per dispatch
     views = {} if ranks.persistent is not None else None
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)
+    ranks.launcher.serving(rank, rc)
     inbox: queue.SimpleQueue = queue.SimpleQueue()
 
     def reader():

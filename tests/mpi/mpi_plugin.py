@@ -1,0 +1,59 @@
+"""pytest plugin for running the multi-rank tests (tests/ranks) under
+``mpiexec -n N``: every MPI process runs the same pytest session, so every
+test makes the same calls on every process, and each call runs on the MPI
+backend with rank r = process r.
+
+Loaded with ``-p mpi_plugin`` (tests/mpi on ``PYTHONPATH``) by
+``test_ranks_under_mpi.py``.  It keeps the cases whose world size ``n`` is
+the job's size and that run on the first transport parameter, and runs
+those on the MPI backend (``TILECOMM_TRANSPORT=mpi``, set after the
+``transport`` fixture of tests/conftest.py); the numpy references are the
+tests' own.  The multi-rank tests drive the ranks as forked processes in a
+few places (signals to rank pids, /dev/shm accounting, rank death while
+idle): those are listed in ``FORK_ONLY`` and deselected.
+"""
+import os
+
+import pytest
+
+# tests about forked rank processes (their pids, signals sent to them, what
+# they inherit, /dev/shm accounting), not about what a program computes; the
+# MPI failure paths have their own tests (test_mpi_failures.py)
+FORK_ONLY = ("test_examples.py", "test_threads_signals.py", "test_shm_resources.py",
+             "test_bf16_preload.py", "test_failures.py::test_killed_rank_is_reported",
+             "test_prepared_worker.py::test_repeated_calls_reuse_the_ranks_and_start_from_zeroed")
+
+
+def job_size() -> int:
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS"):
+        if os.environ.get(var):
+            return int(os.environ[var])
+    return 1
+
+
+def pytest_collection_modifyitems(config, items):
+    size = job_size()
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        where = f"{os.path.basename(str(item.path))}::{item.name}"
+        ok = (params.get("n") == size and params.get("transport") in (None, "shm")
+              and not any(where.startswith(f) for f in FORK_ONLY))
+        (keep if ok else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+    items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def mpi_transport(transport, monkeypatch):
+    """Every program of a kept case runs on the MPI backend."""
+    monkeypatch.setenv("TILECOMM_TRANSPORT", "mpi")
+    return "mpi"
+
+
+def pytest_configure(config):
+    # MPI opens its descriptors (sockets, pipes, its own shared memory) once,
+    # at initialisation: do it before the first test's leak baseline
+    from tilecomm.transport.mpi_comm import require_mpi
+    require_mpi()

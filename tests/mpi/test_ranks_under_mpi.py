@@ -1,0 +1,30 @@
+"""The multi-rank test suite (tests/ranks), run on the MPI backend under
+``mpiexec -n N`` for N = 1..4: the same programs and the same numpy
+references as on the shared-memory backend, every case of world size N
+(``mpi_plugin.py`` selects them and says which fork-only cases it leaves
+out).  Each MPI process runs the pytest session, so every process checks
+the results it holds."""
+import re
+
+import pytest
+
+from mpi_jobs import requires_mpi, run_mpi
+
+pytestmark = requires_mpi
+
+
+@pytest.mark.parametrize("n,windows", [(1, "shared"), (2, "shared"), (3, "shared"),
+                                       (4, "shared"), (2, "rma"), (3, "rma")])
+def test_rank_suite_passes_under_mpiexec(n, windows):
+    # "rma": ordinary MPI windows even on one node, so every access to a peer
+    # is an RMA call and the collectives move data by get / put, as between
+    # nodes
+    env = {"TILECOMM_MPI_DIRECT": "0"} if windows == "rma" else {}
+    run = run_mpi(n, ["-m", "pytest", "-q", "-p", "mpi_plugin", "-p", "no:cacheprovider",
+                      "tests/ranks"], timeout=900, env=env)
+    assert run.returncode == 0, run.output[-20000:]
+    # every process ran the same cases and each passed
+    summaries = [re.findall(r"(\d+) passed", out) for out in run.rank_out]
+    assert all(len(s) == 1 for s in summaries), run.output[-5000:]
+    assert len({s[0] for s in summaries}) == 1 and int(summaries[0][0]) >= 90, summaries
+    assert " failed" not in run.stdout and " error" not in run.stdout
