@@ -311,9 +311,12 @@ def begin(ranks: Ranks, executable, args: list, config, last: bool = False, call
         keep = ranks.persistent is not None
         for r in range(run.world):
             run.send(r, EndRun(keep))
-            if last:
-                run.send(r, Shutdown())
         run.flush()
+        if last:
+            # a message of its own, never inside a Batch: a launcher may have
+            # to recognise it (an MPI job's serving process stops reading there)
+            for r in range(run.world):
+                ranks.send(r, Shutdown())
         run.outcome = (result, args, host_vals, copies)
         return run
     except BaseException as e:
