@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import blas
 from .values import Tile, make_tile, valid_region
 
 
@@ -33,6 +34,9 @@ class MatmulOps:
         tiles = isinstance(lhs, Tile)
         lhs_arr = getattr(lhs, "local", lhs)
         rhs_arr = getattr(rhs, "local", rhs)
+        if not self.__dict__.get("_blas_single"):   # once per context: see blas.py
+            blas.single_thread()
+            self._blas_single = True
         acc = np.matmul(_operand(lhs_arr, a_trans), _operand(rhs_arr, b_trans))
         out = acc if out_dtype is None else acc.astype(out_dtype.np_dtype)
         if not tiles:

@@ -10,7 +10,6 @@ import threading
 import traceback
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from ..errors import UserError
 from ..transport.base import WindowKey
@@ -23,10 +22,6 @@ from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
 
 _PR_SET_PDEATHSIG = 1
-# The BLAS libraries numpy loaded, found once in the controller (a scan of the
-# process's shared objects, ~2-10 ms) so that each forked rank only sets
-# their thread count.
-_BLAS_POOLS = ThreadpoolController().select(user_api="blas")
 
 
 def _die_with_parent():
@@ -45,13 +40,6 @@ def worker_main(rank: int, ranks, conn) -> int:
         # Ctrl-C reaches the whole process group; the controller alone handles it
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _die_with_parent()
-        # A forked rank is one device sharing the machine's cores with every
-        # other rank (its scheduler's cores are threads of its own): a BLAS
-        # pool of one thread per core in every rank oversubscribes them, and
-        # a pl.matmul then waits for pool threads spinning against other
-        # ranks' (at 2 ranks on 2 cores a [128, 256] @ [256, 256] took ~11 ms
-        # instead of ~0.2 ms).  An MPI process is the user's own: untouched.
-        _BLAS_POOLS.limit(limits=1)
         if os.getppid() != ranks.owner:
             return M.EXIT_FAILED
     ranks.transport.in_child(rank)
