@@ -13,6 +13,7 @@ few places (signals to rank pids, /dev/shm accounting, rank death while
 idle): those are listed in ``FORK_ONLY`` and deselected.
 """
 import os
+import pathlib
 
 import pytest
 
@@ -57,3 +58,16 @@ def pytest_configure(config):
     # at initialisation: do it before the first test's leak baseline
     from tilecomm.transport.mpi_comm import require_mpi
     require_mpi()
+
+
+@pytest.fixture
+def tmp_path(tmp_path_factory, request):
+    """One directory for the whole job, as a user's output directory is one
+    path on every process: process 0 makes it, the others take its name (run
+    artefacts of every rank land in it, and every process checks them)."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    path = None
+    if comm.Get_rank() == 0:
+        path = str(tmp_path_factory.mktemp(request.node.name[:30].replace("[", "-")))
+    return pathlib.Path(comm.bcast(path, root=0))

@@ -110,13 +110,20 @@ def save(output_dir: str, entry_name: str, key: str, exe: Executable, names: lis
             # as one that needs a callback
             "sub_workers": {n: _picklable_sub(v) for n, v in exe.sub_workers.items()},
         }
-        with open(os.path.join(output_dir, "build", fname), "wb") as f:
-            pickle.dump(record, f, pickle.HIGHEST_PROTOCOL)
+        # every file is written under a name of this process and renamed into
+        # place: the processes of an MPI job build the same program at once
+        # (the last meta written wins; a signature it lacks is rebuilt later)
+        _write_atomically(os.path.join(output_dir, "build", fname), "wb",
+                          lambda f: pickle.dump(record, f, pickle.HIGHEST_PROTOCOL))
         specs[key] = fname
-        tmp = meta_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(meta, f, indent=1)
-        os.replace(tmp, meta_path)
+        _write_atomically(meta_path, "w", lambda f: json.dump(meta, f, indent=1))
+
+
+def _write_atomically(path: str, mode: str, write) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, mode) as f:
+        write(f)
+    os.replace(tmp, path)
 
 
 def _picklable_sub(v):

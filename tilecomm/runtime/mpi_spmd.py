@@ -141,6 +141,11 @@ class Spmd:
         self.job = job
 
     def execute(self, ranks, executable, args, config, controller):
+        if config.dfx_enabled:
+            # process 0 clears the last call's run artefacts when this call
+            # begins, and every process may still be reading them (they are
+            # the files of one output directory): all first reach this call
+            self.job.comm.Barrier()
         if self.job.me == 0:
             return self._control(ranks, executable, args, config, controller)
         return self._serve(ranks, executable, args)
@@ -160,7 +165,8 @@ class Spmd:
         launcher.end_call()
         if launcher.stuck:
             self._give_up(None, launcher)
-        self._bcast(("ok", _result_indices(result, args)))
+        held = len(ranks.persistent) if ranks.persistent is not None else 0
+        self._bcast(("ok", (_result_indices(result, args), held)))
         for i in _outputs(executable, args):
             a = np.ascontiguousarray(to_numpy(args[i]))
             self.job.comm.Bcast(_raw(a), root=0)
@@ -199,6 +205,9 @@ class Spmd:
         if kind == "error":
             _brief_replicas(self.job.me)
             raise _rebuild(payload)
+        payload, held = payload
+        if ranks.persistent is not None:      # process 0 holds the domains: its count
+            ranks.persistent.held_by_controller = held
         for i in _outputs(executable, args):
             a = to_numpy(args[i])
             buf = a if a.flags.c_contiguous else np.empty(a.shape, a.dtype)

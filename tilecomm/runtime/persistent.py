@@ -42,6 +42,8 @@ class PersistentDomains:
         self.reset = reset
         self._domains: dict = {}
         self.allocations = 0              # how many domains were ever allocated
+        # on an MPI process other than 0: how many domains process 0 holds
+        self.held_by_controller: int | None = None
 
     def allocate(self, program_key, name: str, nbytes: int, members: tuple) -> tuple:
         key = (program_key, name)
@@ -64,7 +66,7 @@ class PersistentDomains:
                 created.append(seg)
                 return seg
 
-        names = self._transport.allocate(_Source, nbytes, members)
+        names = self._transport.allocate_kept(_Source, nbytes, members)
         views = [seg.ndarray(np.uint8, (seg.size,)) for seg in created]
         self._domains[key] = _Domain(members, nbytes, tuple(names), views)
         self.allocations += 1
@@ -73,10 +75,13 @@ class PersistentDomains:
     def zero(self) -> None:
         """Zero every persistent window (ranks idle: see the module doc)."""
         for dom in self._domains.values():
-            for view in dom.bytes:
-                view.fill(0)
+            if not self._transport.zero(dom.names, dom.nbytes):
+                for view in dom.bytes:
+                    view.fill(0)
 
     def __len__(self) -> int:
+        if self.held_by_controller is not None:
+            return self.held_by_controller
         return len(self._domains)
 
 

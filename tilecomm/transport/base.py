@@ -177,6 +177,17 @@ class TransportHost(ABC):
     def endpoint(self, device: int, world: int) -> Endpoint:
         """Called inside rank ``device``'s process: its side of the transport."""
 
+    def allocate_kept(self, source, nbytes: int, members: tuple) -> tuple:
+        """A window that outlives runs (a persistent comm domain), as
+        :meth:`allocate`; ``source.new_segment`` gives segments that live as
+        long as the ranks."""
+        return self.allocate(source, nbytes, members)
+
+    def zero(self, handles: tuple, nbytes: int) -> bool:
+        """Zero every member's copy of a kept window (every rank idle); False
+        when the window is the caller's segments, which it zeroes itself."""
+        return False
+
     def start_run(self, run) -> None:
         """A run begins (windows will be allocated, ranks will connect)."""
 

@@ -163,9 +163,10 @@ class MpiHost(TransportHost):
         self.world = world
         self.pool = _Pool(self.comm, pool_bytes or DEFAULT_POOL_BYTES, direct)
         self._next = 0
+        self._kept = 0                 # end of the windows that outlive runs
 
     def start_run(self, run) -> None:
-        self._next = 0                 # the previous run's windows are gone
+        self._next = self._kept        # the previous run's windows are gone, kept ones stay
 
     def allocate(self, run, nbytes, members):
         off = self._next
@@ -177,15 +178,27 @@ class MpiHost(TransportHost):
                 f"offset {off})", code="TC510",
                 hint="set TILECOMM_MPI_POOL_MB to a larger pool (MiB per process)")
         self._next = end
+        handles = tuple((m, off) for m in members)
+        self.zero(handles, nbytes)     # zero-filled before any rank can see the handle
+        return handles
+
+    def allocate_kept(self, source, nbytes, members):
+        # below the floor every later run starts from (persistent domains are
+        # allocated between runs or as a persistent worker's only windows)
+        handles = self.allocate(source, nbytes, members)
+        self._kept = self._next
+        return handles
+
+    def zero(self, handles, nbytes):
         pool = self.pool
-        for m in members:              # zero-filled before any rank can see the handle
+        for m, off in handles:
             if pool.maps[m] is not None:
                 pool.maps[m][off:off + nbytes] = 0
             else:
                 zeros = np.zeros(int(nbytes), np.uint8)
                 pool.win.Put([zeros, pool.MPI.BYTE], m, [off, int(nbytes), pool.MPI.BYTE])
                 pool.win.Flush(m)
-        return tuple((m, off) for m in members)
+        return True
 
     def read_cell(self, handle, byte_offset):
         proc, off = handle
@@ -366,10 +379,17 @@ class MpiEndpoint(Endpoint):
 
     def signal(self, cell, op, value):
         # an MPI atomic at the target, complete (flushed) before returning, so
-        # the data this rank flushed before it is visible to whoever sees it
-        self.win.Accumulate([np.array([value], np.int32), self.MPI.INT32_T], cell[0],
-                            [cell[1], 1, self.MPI.INT32_T], self._op.get(op, self._sum))
+        # the data this rank flushed before it is visible to whoever sees it;
+        # fetch-and-op, as the value the cell took is the notify's result
+        # (buffers per call: a rank's cores are threads sharing this endpoint)
+        fetched = np.empty(1, np.int32)
+        self.win.Fetch_and_op([np.array([value], np.int32), self.MPI.INT32_T],
+                              [fetched, self.MPI.INT32_T], cell[0], cell[1],
+                              self._op.get(op, self._sum))
         self.win.Flush(cell[0])
+        if op == NOTIFY_SET:
+            return int(value)
+        return int((fetched + np.int32(value))[0])   # INT32 wraps, as the cell did
 
     def read_cell(self, cell):
         return _read(self.pool, cell[0], cell[1])
