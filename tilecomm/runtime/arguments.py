@@ -120,6 +120,7 @@ class ArgumentPool:
     def __init__(self, new_segment):
         self._new_segment = new_segment
         self._free: dict[int, list] = {}
+        self._made: list = []          # every pooled segment, closed with the ranks
         self.size = 0
         # a pipelined call takes segments while the one before gives its back
         self._lock = threading.Lock()
@@ -132,7 +133,17 @@ class ArgumentPool:
             if self.size >= self.CAPACITY:
                 return None
             self.size += 1
-        return self._new_segment(nbytes)
+        seg = self._new_segment(nbytes)
+        with self._lock:
+            self._made.append(seg)
+        return seg
+
+    def close(self) -> None:
+        """Unmap every pooled segment (the ranks are gone; their names are swept)."""
+        with self._lock:
+            made, self._made, self._free = self._made, [], {}
+        for seg in made:
+            seg.close()
 
     def give_back(self, segments) -> None:
         with self._lock:

@@ -186,10 +186,13 @@ class ResidentMemory:
         block, offset = self.find(dst_address, nbytes, worker_id, "copy_to")
         ctypes.memmove(block.segment.addr + offset, _host_ptr(src_host_ptr), nbytes)
 
-    def copy_from(self, dst_host_ptr, src_address, nbytes, worker_id=0) -> None:
+    def copy_from(self, dst_host_ptr, src_address, nbytes, worker_id=0) -> np.ndarray:
+        """Returns the host bytes written (a view of ``dst_host_ptr``)."""
         nbytes = self._size(nbytes)
         block, offset = self.find(src_address, nbytes, worker_id, "copy_from")
         ctypes.memmove(_host_ptr(dst_host_ptr), block.segment.addr + offset, nbytes)
+        return np.ctypeslib.as_array(ctypes.cast(int(dst_host_ptr),
+                                                 ctypes.POINTER(ctypes.c_uint8)), (nbytes,))
 
     # ------------------------------------------------------------ tensors
     def alloc_tensor(self, shape, dtype, init, worker_id) -> DeviceTensor:

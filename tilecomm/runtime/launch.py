@@ -170,6 +170,8 @@ class Ranks:
                 self.transport.close()
             if self.control is not None:
                 self.control.close()
+            if self.arguments is not None:
+                self.arguments.close()
             S.sweep(self.owner, self.id)
 
 

@@ -150,6 +150,13 @@ class Spmd:
             return self._control(ranks, executable, args, config, controller)
         return self._serve(ranks, executable, args)
 
+    def share(self, host: np.ndarray) -> None:
+        """Process 0's contents of ``host`` on every process (collective)."""
+        buf = host if host.flags.c_contiguous else np.ascontiguousarray(host)
+        self.job.comm.Bcast(_raw(buf), root=0)
+        if buf is not host:
+            np.copyto(host, buf)
+
     # -------------------------------------------------------------- process 0
     def _control(self, ranks, executable, args, config, controller):
         launcher = ranks.launcher

@@ -430,6 +430,7 @@ class DistributedWorker:
                               f"{list(s.shape)}", code="TC418")
         for i, shard in enumerate(s.shards):
             from_host[i] = shard.array()
+        self._as_process_0(from_host)
 
     def _own_stacked(self, s, op):
         if not isinstance(s, StackedDeviceTensor):
@@ -459,7 +460,16 @@ class DistributedWorker:
         """Copy ``nbytes`` from a device address to host address ``dst_host_ptr``."""
         self._check_open("copy_from")
         self._drain()                   # after the calls that may write it
-        self.memory.copy_from(dst_host_ptr, src_dev_ptr, nbytes, worker_id)
+        self._as_process_0(self.memory.copy_from(dst_host_ptr, src_dev_ptr, nbytes, worker_id))
+
+    def _as_process_0(self, host: np.ndarray) -> None:
+        """Under MPI, device memory that calls wrote is process 0's (its
+        arguments are the ones the ranks see, as for host tensors): a read
+        of it gives every process process 0's bytes.  Collective there, as
+        every process makes the same read; nothing elsewhere."""
+        if self._config.resolved_transport() in SPMD_BACKENDS:
+            with self._lock:
+                self._live_ranks().spmd.share(host)
 
     def release_inherited_host_tensor_refs(self) -> None:
         self._check_open("release_inherited_host_tensor_refs")
