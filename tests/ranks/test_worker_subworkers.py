@@ -5,7 +5,7 @@ import pytest
 
 import tilecomm
 from tilecomm.errors import ConfigError
-from conftest import WORLD_SIZES, config_for
+from conftest import WORLD_SIZES, config_for, runs_host_code
 from worker_programs import TwoEntries, WithSubWorkers
 
 
@@ -37,9 +37,10 @@ def test_body_and_callback_run_after_their_producers(n):
             total = np.broadcast_to((2 * xs).sum(axis=0), xs.shape)
             np.testing.assert_array_equal(mid, 2 * xs)          # the ranks' first dispatch
             np.testing.assert_array_equal(summed, total)         # the SubWorker's body
-            np.testing.assert_array_equal(seen[-1], total)       # the callback saw it
+            if runs_host_code():                                 # the callback saw it
+                np.testing.assert_array_equal(seen[-1], total)
             np.testing.assert_array_equal(ys, 2 * total)         # dispatches after it read it
-    assert len(seen) == 2
+    assert len(seen) == (2 if runs_host_code() else 0)           # once per call in the job
 
 
 def test_a_callback_replaces_a_concrete_body():
