@@ -23,6 +23,9 @@ import pytest
 FORK_ONLY = ("test_examples.py", "test_threads_signals.py", "test_shm_resources.py",
              "test_bf16_preload.py", "test_failures.py::test_killed_rank_is_reported",
              "test_prepared_worker.py::test_repeated_calls_reuse_the_ranks_and_start_from_zeroed",
+             # a new Python process of its own: under mpiexec it would start
+             # as an MPI process outside the job
+             "test_worker_builds.py::test_a_build_reloads_in_a_new_process_without_its_source",
              # a submitted call overlaps the one before it only on the
              # shared-memory backend; under MPI every call is one step of all
              # the job's processes, so this program (whose first call ends only
