@@ -14,7 +14,7 @@ import numpy as np
 import tilecomm
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from tilecomm.runtime import DistributedConfig
+from tilecomm.runtime import DistributedConfig, runs_host_code
 
 SIZE = 16
 
@@ -68,7 +68,7 @@ def build(nr: int):
     return Normalise
 
 
-def run(nr: int) -> float:
+def run(nr: int) -> float | None:
     program = tilecomm.ir.compile(build(nr),
                                   distributed_config=DistributedConfig(device_ids=list(range(nr))))
     rng = np.random.default_rng(2)
@@ -81,6 +81,9 @@ def run(nr: int) -> float:
     expected = (xs * xs) / (xs * xs).max()
     np.testing.assert_allclose(sq, expected, rtol=1e-6)
     np.testing.assert_allclose(ys, expected + 1, rtol=1e-6)
+    if not runs_host_code():         # under mpiexec, process 0 ran the callback for the job
+        assert peaks == [], peaks
+        return None
     assert peaks == [1.0], peaks
     return peaks[0]
 
@@ -90,5 +93,6 @@ if __name__ == "__main__":
     ap.add_argument("--ranks", type=int, default=2)
     args = ap.parse_args()
     peak = run(args.ranks)
-    print(f"{args.ranks} ranks: squared rows normalised on the host (callback saw max {peak})")
+    seen = f"callback saw max {peak}" if peak is not None else "the callback ran on process 0"
+    print(f"{args.ranks} ranks: squared rows normalised on the host ({seen})")
     print("OK")

@@ -44,14 +44,6 @@ def _shm_names():
         return set()
 
 
-def runs_host_code() -> bool:
-    """Whether this process runs a call's HOST code (SubWorker bodies and
-    callbacks): the caller does, and under mpiexec that is process 0 only."""
-    if os.environ.get("TILECOMM_TRANSPORT") != "mpi":
-        return True
-    return os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0"
-
-
 def my_segments(pid=None) -> list:
     """Names of the /dev/shm segments of ``pid`` (this process by default)."""
     prefix = f"tilecomm-{pid or os.getpid()}-"

@@ -20,8 +20,11 @@ def test_rank_suite_passes_under_mpiexec(n, windows):
     # is an RMA call and the collectives move data by get / put, as between
     # nodes
     env = {"TILECOMM_MPI_DIRECT": "0"} if windows == "rma" else {}
+    # a case that hangs one process (its peers wait for it in a collective
+    # step) is stopped by its own time-out, which ends the whole job
     run = run_mpi(n, ["-m", "pytest", "-q", "-p", "mpi_plugin", "-p", "no:cacheprovider",
-                      "tests/ranks"], timeout=900, env=env)
+                      "--timeout", "120", "--timeout-method", "thread", "tests/ranks"],
+                  timeout=900, env=env)
     assert run.returncode == 0, run.output[-20000:]
     # every process ran the same cases and each passed
     summaries = [re.findall(r"(\d+) passed", out) for out in run.rank_out]

@@ -5,7 +5,8 @@ import pytest
 
 import tilecomm
 from tilecomm.errors import ConfigError
-from conftest import WORLD_SIZES, config_for, runs_host_code
+from tilecomm.runtime import runs_host_code
+from conftest import WORLD_SIZES, config_for
 from worker_programs import TwoEntries, WithSubWorkers
 
 

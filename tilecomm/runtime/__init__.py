@@ -2,7 +2,8 @@
 from .config import DistributedConfig, RunConfig
 from .device_tensors import DeviceTensor, StackedDeviceTensor
 from .handles import DistributedRunHandle, RegistrationHandle
+from .launch import runs_host_code
 from .prepared import DistributedWorker
 
 __all__ = ["DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",
-           "RegistrationHandle", "RunConfig", "StackedDeviceTensor"]
+           "RegistrationHandle", "RunConfig", "StackedDeviceTensor", "runs_host_code"]

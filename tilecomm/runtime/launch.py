@@ -40,6 +40,17 @@ _CALL_IDS = itertools.count(1)
 # RunConfig.transport names whose ranks are an MPI job's processes -> the
 # module that sets up their launcher, control plane and transport
 SPMD_BACKENDS = {"mpi": "tilecomm.runtime.mpi_spmd"}
+
+
+def runs_host_code(config=None) -> bool:
+    """Whether this process runs the HOST code of calls made with ``config``
+    (the HOST orchestrator, SubWorker bodies, callbacks): the caller does,
+    and under mpiexec that is process 0, once for the whole job."""
+    from .config import RunConfig
+    if (config or RunConfig()).resolved_transport() not in SPMD_BACKENDS:
+        return True
+    from ..transport.mpi_comm import require_mpi
+    return require_mpi().COMM_WORLD.Get_rank() == 0
 ABORT_GRACE_S = 0.5      # after an abort, how long ranks may take to exit on their own
 # dispatches to one rank are sent together once this many are queued (and at
 # the end of the HOST orchestrator): one pickle and one write per batch
