@@ -110,6 +110,8 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing, Loo
         if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.submit) or \
                 isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.spmd_submit):
             return self.submit_stmt(None, s.value, s)
+        if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.dump_tag):
+            return self.dump_tag_stmt(s.value)
         return N.ExprStmt(self.span(s), self.expr(s.value))
 
     def s_assign(self, s: ast.Assign):

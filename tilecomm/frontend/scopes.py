@@ -41,6 +41,8 @@ class TaskCtx:
         self.span = span
         self.allow_early_resolve = allow_early_resolve
         self.block_read = False
+        self.dump_tags: set = set()      # names given to pl.dump_tag in the body
+        self.args: list = []             # the names the body captures (its arguments)
 
 
 class ScopeParsing:
@@ -164,7 +166,7 @@ class ScopeParsing:
             if target is not None:
                 raise self._scope_err(s.items[0].optional_vars, "an inline chip scope is a "
                                       "dispatch, not a task: it has no TaskId")
-            return self._inline_chip(s, call)
+            return self._inline_chip(s, call, self._dump_names(kw.get("dumps"), "pl.at"))
         self._check_task_place(call, "pl.at(...)")
         if level is not Level.CORE_GROUP:
             raise _err(ProgramValueError, f"in a chip orchestration function pl.at opens a "
@@ -175,7 +177,7 @@ class ScopeParsing:
         excluded = self._no_dep_args(kw.get("no_dep_args"))
         deps = self._deps(kw.get("deps"))
         node = self._task(s, ctx, self._name_hint(kw, "pl.at"), target, deps, None, None,
-                          excluded)
+                          excluded, self._dump_names(kw.get("dumps"), "pl.at"))
         if node.waiter and early:
             raise _err(ProgramValueError, "a pl.at task containing pld.system.defer_wait cannot "
                        "use allow_early_resolve=True: its consumers must start only after "
@@ -194,9 +196,77 @@ class ScopeParsing:
                            f"{describe(self.env.get(e.id))}", self.span(e), "TC330")
         return {e.id for e in node.elts}
 
-    def _inline_chip(self, s, call):
+    # ------------------------------------------------------------ dump tags
+    def _dump_names(self, node, form):
+        """The entries of a ``dumps=`` list (names; checked against the task's
+        arguments by ``_dump_indices``)."""
+        if node is None:
+            return []
+        if not isinstance(node, (ast.List, ast.Tuple)) or \
+                not all(isinstance(e, ast.Name) for e in node.elts):
+            raise _err(ProgramTypeError, f"{form}(dumps=...) takes a list of the task's tensor "
+                       f"arguments by name: dumps=[a, b]", self.span(node), "TC445")
+        return node.elts
+
+    def _dump_indices(self, names, args, what) -> set:
+        """Indices into ``args`` (the names a task or chip scope captures) of
+        the ``dumps=`` entries ``names``; an entry that is not one of its
+        tensor arguments is an error at the entry."""
+        out = set()
+        for e in names:
+            t = self.env.get(e.id)
+            if not isinstance(t, TensorType):
+                raise _err(ProgramTypeError, f"dumps= names tensors; '{e.id}' is "
+                           f"{describe(t) if t is not None else 'not defined here'}",
+                           self.span(e), "TC445")
+            if e.id not in args:
+                raise _err(ProgramValueError, f"dumps= names '{e.id}', which is not an "
+                           f"argument of this {what}: its body does not use it",
+                           self.span(e), "TC445",
+                           hint="dumps= lists tensors the body reads or writes")
+            out.add(args.index(e.id))
+        return out
+
+    def dump_tag_stmt(self, call: ast.Call):
+        """``pl.dump_tag(t)``: a declaration, no code.  In a task body it tags
+        ``t`` for that task; elsewhere for the function (every task and
+        dispatch of it that takes ``t``; see ``lower.dumps``)."""
+        if self.kind == HOST:
+            raise _err(ProgramSyntaxError, "pl.dump_tag tags tensors of chip orchestration or "
+                       "kernel code; here it is used in a HOST orchestrator",
+                       self.span(call), "TC446",
+                       hint="tag the parameter in the function the host dispatches, or use "
+                            "pl.at(level=pl.Level.CHIP, ..., dumps=[t])")
+        if call.keywords or len(call.args) != 1 or not isinstance(call.args[0], ast.Name):
+            raise _err(ProgramTypeError, "pl.dump_tag takes one tensor, by name: "
+                       "pl.dump_tag(t)", self.span(call), "TC446")
+        name = call.args[0].id
+        t = self.env.get(name)
+        if t is ANY:
+            return None                       # already reported where it was bound
+        if not isinstance(t, TensorType):
+            raise _err(ProgramTypeError, f"pl.dump_tag tags a tensor; '{name}' is "
+                       f"{describe(t) if t is not None else 'not defined here'}",
+                       self.span(call.args[0]), "TC446")
+        if self.task is not None:
+            if name not in self.task.args:
+                raise _err(ProgramValueError, f"pl.dump_tag in a task body tags one of the "
+                           f"task's arguments; '{name}' is local to the body",
+                           self.span(call.args[0]), "TC446",
+                           hint="tag it where it is created, outside the task")
+            self.task.dump_tags.add(name)
+        elif self.kind == INCORE and name not in {p.name for p in self.fn.params}:
+            raise _err(ProgramValueError, f"pl.dump_tag in a kernel tags one of its parameters; "
+                       f"'{name}' is local to the kernel", self.span(call.args[0]), "TC446")
+        else:
+            self.fn.dump_tags.add(name)
+        return None
+
+    def _inline_chip(self, s, call, dumps=()):
         """The body becomes a chip orchestration function dispatched without
-        device= (comm-less: the host runtime places it round-robin)."""
+        device= (comm-less: the host runtime places it round-robin).
+        ``dumps=`` tags captured tensors of the chip function: the dispatch
+        (and every task inside that takes them) dumps them."""
         span = self.span(s)
         for n in ast.walk(s):
             if isinstance(n, ast.Return):
@@ -205,6 +275,7 @@ class ScopeParsing:
         used = {n.id for st in s.body for n in ast.walk(st)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         captured = [name for name in self.env if name in used]
+        tagged = {captured[i] for i in self._dump_indices(dumps, captured, "chip scope")}
         outer_env, outer_loops = dict(self.env), dict(self.loops)
         params = []
         for k, name in enumerate(captured):
@@ -219,7 +290,8 @@ class ScopeParsing:
             self.env[name] = t
         fname = f"{self.fn.name}__chip_{len(self.b.functions)}"
         fn_ir = N.FunctionIR(name=fname, kind=ORCH, params=params, body=[], span=span,
-                             py_name=f"{self.fn.py_name}.chip", ret_type=NONE)
+                             py_name=f"{self.fn.py_name}.chip", ret_type=NONE,
+                             dump_tags=tagged)
         self.b.functions[fname] = fn_ir
         saved = self.kind, self.fn, self.returns
         self.kind, self.fn, self.returns = ORCH, fn_ir, []
@@ -311,7 +383,7 @@ class ScopeParsing:
         return body
 
     # ------------------------------------------------------------ the task
-    def _task(self, s, ctx, name_hint, target, deps, blocks, block_var, excluded):
+    def _task(self, s, ctx, name_hint, target, deps, blocks, block_var, excluded, dumps=()):
         span = self.span(s)
         for n in ast.walk(s):
             if isinstance(n, ast.Return):
@@ -320,6 +392,8 @@ class ScopeParsing:
         used = {n.id for st in s.body for n in ast.walk(st)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         captured = [name for name in self.env if name in used and name != block_var]
+        dumped = self._dump_indices(dumps, captured, "task")
+        ctx.args = captured
         outer_env, outer_loops = dict(self.env), dict(self.loops)
         params = []
         for k, name in enumerate(captured):
@@ -363,9 +437,10 @@ class ScopeParsing:
         self.fn.tasks = True
         if target is not None:
             self.env[target] = ScalarType(TASK_ID)
+        dumped |= {captured.index(name) for name in ctx.dump_tags}
         return N.TaskScope(span, call, name_hint or fn_ir.py_name.rsplit(".", 1)[-1],
                            target, deps, blocks, [], bool(self.manual), waiter, ctx.kind,
-                           frozenset(excluded))
+                           frozenset(excluded), tuple(sorted(dumped)))
 
     def _block_idx_call(self, s):
         rec = pl_ops.get_block_idx.record
@@ -442,6 +517,20 @@ class SubmitParsing:
             self._static_bool(kw, "sync_start", form.name)
         self._static_bool(kw, "allow_early_resolve", form.name)
         deps = self._deps(kw.get("deps"))
+        dumped = set()
+        for e in self._dump_names(kw.get("dumps"), form.name):
+            where = [i for i, a in enumerate(call.args[1:])
+                     if isinstance(a, ast.Name) and a.id == e.id]
+            t = self.env.get(e.id)
+            if not isinstance(t, TensorType) or not where:
+                raise _err(ProgramTypeError if not isinstance(t, TensorType) else
+                           ProgramValueError,
+                           f"dumps= names '{e.id}', which is not a tensor argument of this "
+                           f"{form.name}: " + (f"it is {describe(t)}" if t is not None and
+                                               not isinstance(t, TensorType) else
+                                               "pass it to the kernel by name"),
+                           self.span(e), "TC445")
+            dumped.update(where)
         inner = ast.Call(func=call.args[0], args=call.args[1:], keywords=[])
         ast.copy_location(inner, call)
         fc = self._func_call(callee, inner)
@@ -459,7 +548,8 @@ class SubmitParsing:
         self.fn.tasks = True
         hint = self._name_hint(kw, form.name) or fc.func.py_name.rsplit(".", 1)[-1]
         out = [N.TaskScope(span, fc, hint, names[-1] if names else None, deps, blocks,
-                           manual=bool(self.manual), kind="call")]
+                           manual=bool(self.manual), kind="call",
+                           dumps=tuple(sorted(dumped)))]
         for name, i in zip(names[:-1], results):
             out.append(N.Assign(span, [name], fc.args[i]))
             self.env[name] = fc.args[i].type
