@@ -314,3 +314,52 @@ def test_tagged_parameters_are_dumped_around_each_dispatch(tmp_path, n):
         assert len(hit) == 1
         left.pop(hit[0])
     assert not left
+
+
+# ------------------------------------------------------------------ prepared worker
+def _task_dirs(cp, r):
+    """{task name: TaskId} of the dumped tasks of rank r's dispatch d0."""
+    d = os.path.join(dfx(cp), f"rank{r}", "d0", "args_dump")
+    out = {}
+    for name in os.listdir(d):
+        tid, _, task = name.partition("_")
+        out[task] = int(tid[len("task"):])
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_a_prepared_worker_dumps_only_in_the_calls_that_ask(tmp_path, n):
+    xs, ys, zs = data(n, 4)
+    cp = compiled(main, tmp_path, n, xs, ys.copy(), zs.copy())
+    dumping = config_for(n, cores=2, enable_dump_args=1)
+    with cp.prepare() as worker:
+        for i, cfg in enumerate([dumping, config_for(n, cores=2), dumping,
+                                 config_for(n, cores=2, enable_chip_swimlane=3,
+                                            enable_dump_args=1),
+                                 config_for(n, cores=2)]):
+            ys[:], zs[:] = data(n, 4)[1:]
+            y0, z0 = ys.copy(), zs.copy()
+            if os.path.exists(dfx(cp)):
+                mtimes = {f: os.stat(os.path.join(dfx(cp), f)).st_mtime_ns
+                          for f in files_of(dfx(cp))}
+            worker(xs, ys, zs, config=cfg)
+            np.testing.assert_array_equal(ys, y0 + 2 * xs + xs.sum(axis=0))
+            np.testing.assert_array_equal(zs, z0 + 3 * (3 * xs + y0))
+            got = files_of(dfx(cp))
+            if not cfg.enable_dump_args:          # nothing written, nothing removed
+                assert {f: os.stat(os.path.join(dfx(cp), f)).st_mtime_ns for f in got} == \
+                    mtimes
+                continue
+            for r in range(n):
+                tids = _task_dirs(cp, r)
+                assert set(tids) == {t.partition("_")[2] for t in MAIN_TASKS}
+                # TaskIds in submission order
+                order = [t.partition("_")[2] for t in MAIN_TASKS]
+                assert sorted(order, key=tids.get) == order
+                u = 3 * xs[r] + y0[r]
+                d = os.path.join(dfx(cp), f"rank{r}", "d0", "args_dump",
+                                 f"task{tids['add_thrice']}_add_thrice")
+                np.testing.assert_array_equal(np.load(f"{d}/before/01_dst.npy"), z0[r])
+                np.testing.assert_array_equal(np.load(f"{d}/after/01_dst.npy"), z0[r] + 3 * u)
+            assert len([f for f in got if "/args_dump/" in f]) == \
+                n * sum(1 + 2 * len(e) for e in MAIN_TASKS.values())

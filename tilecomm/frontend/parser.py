@@ -29,6 +29,7 @@ from .arrays import ArrayParsing
 from .loops import LoopParsing
 from .calls import CallParsing
 from .scopes import ScopeParsing, SubmitParsing, kernel_tasks
+from .dumptags import DumpTagParsing
 from .common import _PY, _err
 from .fold import fold
 
@@ -39,7 +40,8 @@ _SHAPED_BINOP = {"+": pl_ops.add, "-": pl_ops.sub, "*": pl_ops.mul, "/": pl_ops.
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing, LoopParsing):
+class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, ArrayParsing,
+                     LoopParsing):
     def __init__(self, builder, kfn, src, fn_ir: N.FunctionIR):
         self.b = builder
         self.kfn = kfn

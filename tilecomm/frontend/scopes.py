@@ -196,72 +196,6 @@ class ScopeParsing:
                            f"{describe(self.env.get(e.id))}", self.span(e), "TC330")
         return {e.id for e in node.elts}
 
-    # ------------------------------------------------------------ dump tags
-    def _dump_names(self, node, form):
-        """The entries of a ``dumps=`` list (names; checked against the task's
-        arguments by ``_dump_indices``)."""
-        if node is None:
-            return []
-        if not isinstance(node, (ast.List, ast.Tuple)) or \
-                not all(isinstance(e, ast.Name) for e in node.elts):
-            raise _err(ProgramTypeError, f"{form}(dumps=...) takes a list of the task's tensor "
-                       f"arguments by name: dumps=[a, b]", self.span(node), "TC445")
-        return node.elts
-
-    def _dump_indices(self, names, args, what) -> set:
-        """Indices into ``args`` (the names a task or chip scope captures) of
-        the ``dumps=`` entries ``names``; an entry that is not one of its
-        tensor arguments is an error at the entry."""
-        out = set()
-        for e in names:
-            t = self.env.get(e.id)
-            if not isinstance(t, TensorType):
-                raise _err(ProgramTypeError, f"dumps= names tensors; '{e.id}' is "
-                           f"{describe(t) if t is not None else 'not defined here'}",
-                           self.span(e), "TC445")
-            if e.id not in args:
-                raise _err(ProgramValueError, f"dumps= names '{e.id}', which is not an "
-                           f"argument of this {what}: its body does not use it",
-                           self.span(e), "TC445",
-                           hint="dumps= lists tensors the body reads or writes")
-            out.add(args.index(e.id))
-        return out
-
-    def dump_tag_stmt(self, call: ast.Call):
-        """``pl.dump_tag(t)``: a declaration, no code.  In a task body it tags
-        ``t`` for that task; elsewhere for the function (every task and
-        dispatch of it that takes ``t``; see ``lower.dumps``)."""
-        if self.kind == HOST:
-            raise _err(ProgramSyntaxError, "pl.dump_tag tags tensors of chip orchestration or "
-                       "kernel code; here it is used in a HOST orchestrator",
-                       self.span(call), "TC446",
-                       hint="tag the parameter in the function the host dispatches, or use "
-                            "pl.at(level=pl.Level.CHIP, ..., dumps=[t])")
-        if call.keywords or len(call.args) != 1 or not isinstance(call.args[0], ast.Name):
-            raise _err(ProgramTypeError, "pl.dump_tag takes one tensor, by name: "
-                       "pl.dump_tag(t)", self.span(call), "TC446")
-        name = call.args[0].id
-        t = self.env.get(name)
-        if t is ANY:
-            return None                       # already reported where it was bound
-        if not isinstance(t, TensorType):
-            raise _err(ProgramTypeError, f"pl.dump_tag tags a tensor; '{name}' is "
-                       f"{describe(t) if t is not None else 'not defined here'}",
-                       self.span(call.args[0]), "TC446")
-        if self.task is not None:
-            if name not in self.task.args:
-                raise _err(ProgramValueError, f"pl.dump_tag in a task body tags one of the "
-                           f"task's arguments; '{name}' is local to the body",
-                           self.span(call.args[0]), "TC446",
-                           hint="tag it where it is created, outside the task")
-            self.task.dump_tags.add(name)
-        elif self.kind == INCORE and name not in {p.name for p in self.fn.params}:
-            raise _err(ProgramValueError, f"pl.dump_tag in a kernel tags one of its parameters; "
-                       f"'{name}' is local to the kernel", self.span(call.args[0]), "TC446")
-        else:
-            self.fn.dump_tags.add(name)
-        return None
-
     def _inline_chip(self, s, call, dumps=()):
         """The body becomes a chip orchestration function dispatched without
         device= (comm-less: the host runtime places it round-robin).
@@ -517,20 +451,7 @@ class SubmitParsing:
             self._static_bool(kw, "sync_start", form.name)
         self._static_bool(kw, "allow_early_resolve", form.name)
         deps = self._deps(kw.get("deps"))
-        dumped = set()
-        for e in self._dump_names(kw.get("dumps"), form.name):
-            where = [i for i, a in enumerate(call.args[1:])
-                     if isinstance(a, ast.Name) and a.id == e.id]
-            t = self.env.get(e.id)
-            if not isinstance(t, TensorType) or not where:
-                raise _err(ProgramTypeError if not isinstance(t, TensorType) else
-                           ProgramValueError,
-                           f"dumps= names '{e.id}', which is not a tensor argument of this "
-                           f"{form.name}: " + (f"it is {describe(t)}" if t is not None and
-                                               not isinstance(t, TensorType) else
-                                               "pass it to the kernel by name"),
-                           self.span(e), "TC445")
-            dumped.update(where)
+        dumped = self._submit_dumps(kw.get("dumps"), call.args[1:], form.name)
         inner = ast.Call(func=call.args[0], args=call.args[1:], keywords=[])
         ast.copy_location(inner, call)
         fc = self._func_call(callee, inner)
