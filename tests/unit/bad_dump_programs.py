@@ -57,6 +57,20 @@ class SubmitDumpsNotAnArgument:
         return ys
 
 
+@pl.jit.incore
+def copy_rows(x: X, y: Y):
+    y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit.host
+def host_inline_chip_dumps_unused(xs: XS, ys: YS):
+    with pl.at(level=pl.Level.CHIP, role=pl.Role.Orchestrator, dumps=[xs]):  # E:TC445
+        y = ys[0]
+        y = copy_rows(y, y)
+    return ys
+
+
 @pl.jit.host
 def host_dump_tag(xs: XS, ys: YS):
     pl.dump_tag(ys)  # E:TC446

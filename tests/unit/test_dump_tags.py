@@ -42,6 +42,8 @@ CASES = [
     (D.at_dumps_expression, "TC445", TYPE, "[y[", ["list", "by name"]),
     (D.SubmitDumpsNotAnArgument, "TC445", VALUE, "t])", ["'t'", "not a tensor argument",
                                                          "pl.submit"]),
+    (D.host_inline_chip_dumps_unused, "TC445", VALUE, "xs])",
+     ["'xs'", "not an argument of this chip scope"]),
     (D.host_dump_tag, "TC446", SYNTAX, "pl.dump_tag(", ["chip orchestration or kernel",
                                                         "HOST orchestrator"]),
     (D.k_dump_tag_two, "TC446", TYPE, "pl.dump_tag(", ["one tensor, by name"]),
