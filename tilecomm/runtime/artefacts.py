@@ -90,9 +90,6 @@ def dispatch_dir(root: str, rank: int, k: int) -> str:
     return os.path.join(root, f"rank{rank}", f"d{k}")
 
 
-_unwritable = unwritable
-
-
 # ---------------------------------------------------------------- controller
 class RunArtefacts:
     """The controller's part of one run that writes artefacts."""
@@ -124,7 +121,7 @@ class RunArtefacts:
                 os.unlink(os.path.join(root, MERGED_TRACE))
             os.makedirs(root, exist_ok=True)
         except OSError as e:
-            raise _unwritable(root, e) from None
+            raise unwritable(root, e) from None
         lane = int(config.enable_chip_swimlane)
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
@@ -168,7 +165,7 @@ class RunArtefacts:
         try:
             T.write(path, T.merge(parts, title=s.title))
         except OSError as e:
-            raise _unwritable(path, e) from None
+            raise unwritable(path, e) from None
         self.trace_path = path
         return path
 
@@ -205,7 +202,7 @@ class RankArtefacts:
             try:
                 os.makedirs(d, exist_ok=True)
             except OSError as e:
-                raise _unwritable(d, e) from None
+                raise unwritable(d, e) from None
         sp = image.span(loc)
         self.meta.append((k, fname, str(sp) if sp is not None else None))
         dumped = None
@@ -250,7 +247,7 @@ class RankArtefacts:
                 for dt in rec.dispatches:
                     self._write_dispatch(dt, lines.get(dt.k))
         except OSError as e:
-            raise _unwritable(self.s.root, e) from None
+            raise unwritable(self.s.root, e) from None
         finally:
             if rec is not None or self.task_dumps is not None:
                 self.rc.__class__ = RankContext
