@@ -86,7 +86,8 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
                         func_names=list(prog.functions), param_shapes=param_shapes,
                         notify_sources={b.id: _notify_sources(b.notifiers) for b in buffers
                                         if b.notifiers},
-                        namespace=lowered.namespace)
+                        namespace=lowered.namespace,
+                        dump_params=lowered.dumps.params, dump_tasks=lowered.dumps.tasks)
     directions = {
         name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
         for name, fn in prog.functions.items()}

@@ -225,9 +225,12 @@ CODES = {
     "TC424": "a program with several orchestration functions called without naming one",
     "TC440": "invalid run-artefact (DFX) field of RunConfig",
     "TC441": "RunConfig.enable_pmu: no PMU counters on the CPU",
-    "TC442": "RunConfig.enable_dump_args=1: dump tags are not carried to the ranks",
     "TC443": "run artefacts could not be written under the program's output directory",
     "TC444": "a trace file is not a tilecomm swimlane trace",
+    "TC445": "a dumps= entry is not a tensor argument of its task (pl.at / pl.submit / "
+             "inline chip scope)",
+    "TC446": "pl.dump_tag misuse (not one tensor by name, used as a value, in a HOST "
+             "orchestrator, or on a tensor local to a task body or kernel)",
     "TC450": "MPI job size differs from the program's world size",
     "TC451": "MPI backend unavailable (mpi4py / an MPI library missing, or no thread support)",
     "TC452": "MPI job spans several nodes (the MPI backend runs on one node)",

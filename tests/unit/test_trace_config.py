@@ -24,7 +24,8 @@ def test_swimlane_levels_and_bools(given, level):
 
 
 @pytest.mark.parametrize("kw", [dict(enable_dep_gen=True), dict(enable_scope_stats=True),
-                                dict(enable_dump_args=2), dict(enable_chip_swimlane=2)])
+                                dict(enable_dump_args=2), dict(enable_dump_args=1),
+                                dict(enable_chip_swimlane=2)])
 def test_each_flag_enables_artefacts(kw):
     assert RunConfig(**kw).dfx_enabled
 
@@ -52,7 +53,6 @@ BAD = [
     (dict(enable_chip_swimlane=2.0), "TC440", "got 2.0"),
     (dict(enable_dump_args=3), "TC440", "enable_dump_args must be 0, 1 or 2, got 3"),
     (dict(enable_dump_args=True), "TC440", "got True"),
-    (dict(enable_dump_args=1), "TC442", "tags are not carried to the ranks"),
     (dict(enable_pmu=2), "TC441", "no AICore PMU counters"),
     (dict(enable_pmu=-1), "TC440", "enable_pmu must be a non-negative int"),
     (dict(enable_pmu=None), "TC440", "got None"),

@@ -42,6 +42,9 @@ class CallParsing:
                                        else ""), span, "TC330")
         if callee is control.cond:
             self.cond_outside_while(node)
+        if callee is control.dump_tag:
+            raise _err(ProgramSyntaxError, "pl.dump_tag(t) is a statement of its own; it has no "
+                       "value", span, "TC446")
         if isinstance(callee, control.SpecialForm):
             raise self.syntax(node, f"{callee.name}() can only be used as a for-loop iterator"
                               if callee is not control.yield_ else

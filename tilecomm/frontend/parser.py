@@ -29,6 +29,7 @@ from .arrays import ArrayParsing
 from .loops import LoopParsing
 from .calls import CallParsing
 from .scopes import ScopeParsing, SubmitParsing, kernel_tasks
+from .dumptags import DumpTagParsing
 from .common import _PY, _err
 from .fold import fold
 
@@ -39,7 +40,8 @@ _SHAPED_BINOP = {"+": pl_ops.add, "-": pl_ops.sub, "*": pl_ops.mul, "/": pl_ops.
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing, LoopParsing):
+class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, ArrayParsing,
+                     LoopParsing):
     def __init__(self, builder, kfn, src, fn_ir: N.FunctionIR):
         self.b = builder
         self.kfn = kfn
@@ -110,6 +112,8 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, ArrayParsing, Loo
         if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.submit) or \
                 isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.spmd_submit):
             return self.submit_stmt(None, s.value, s)
+        if isinstance(s.value, ast.Call) and self._is_form(s.value.func, control.dump_tag):
+            return self.dump_tag_stmt(s.value)
         return N.ExprStmt(self.span(s), self.expr(s.value))
 
     def s_assign(self, s: ast.Assign):

@@ -41,6 +41,8 @@ class TaskCtx:
         self.span = span
         self.allow_early_resolve = allow_early_resolve
         self.block_read = False
+        self.dump_tags: set = set()      # names given to pl.dump_tag in the body
+        self.args: list = []             # the names the body captures (its arguments)
 
 
 class ScopeParsing:
@@ -164,7 +166,7 @@ class ScopeParsing:
             if target is not None:
                 raise self._scope_err(s.items[0].optional_vars, "an inline chip scope is a "
                                       "dispatch, not a task: it has no TaskId")
-            return self._inline_chip(s, call)
+            return self._inline_chip(s, call, self._dump_names(kw.get("dumps"), "pl.at"))
         self._check_task_place(call, "pl.at(...)")
         if level is not Level.CORE_GROUP:
             raise _err(ProgramValueError, f"in a chip orchestration function pl.at opens a "
@@ -175,7 +177,7 @@ class ScopeParsing:
         excluded = self._no_dep_args(kw.get("no_dep_args"))
         deps = self._deps(kw.get("deps"))
         node = self._task(s, ctx, self._name_hint(kw, "pl.at"), target, deps, None, None,
-                          excluded)
+                          excluded, self._dump_names(kw.get("dumps"), "pl.at"))
         if node.waiter and early:
             raise _err(ProgramValueError, "a pl.at task containing pld.system.defer_wait cannot "
                        "use allow_early_resolve=True: its consumers must start only after "
@@ -194,9 +196,11 @@ class ScopeParsing:
                            f"{describe(self.env.get(e.id))}", self.span(e), "TC330")
         return {e.id for e in node.elts}
 
-    def _inline_chip(self, s, call):
+    def _inline_chip(self, s, call, dumps=()):
         """The body becomes a chip orchestration function dispatched without
-        device= (comm-less: the host runtime places it round-robin)."""
+        device= (comm-less: the host runtime places it round-robin).
+        ``dumps=`` tags captured tensors of the chip function: the dispatch
+        (and every task inside that takes them) dumps them."""
         span = self.span(s)
         for n in ast.walk(s):
             if isinstance(n, ast.Return):
@@ -205,6 +209,7 @@ class ScopeParsing:
         used = {n.id for st in s.body for n in ast.walk(st)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         captured = [name for name in self.env if name in used]
+        tagged = {captured[i] for i in self._dump_indices(dumps, captured, "chip scope")}
         outer_env, outer_loops = dict(self.env), dict(self.loops)
         params = []
         for k, name in enumerate(captured):
@@ -219,7 +224,8 @@ class ScopeParsing:
             self.env[name] = t
         fname = f"{self.fn.name}__chip_{len(self.b.functions)}"
         fn_ir = N.FunctionIR(name=fname, kind=ORCH, params=params, body=[], span=span,
-                             py_name=f"{self.fn.py_name}.chip", ret_type=NONE)
+                             py_name=f"{self.fn.py_name}.chip", ret_type=NONE,
+                             dump_tags=tagged)
         self.b.functions[fname] = fn_ir
         saved = self.kind, self.fn, self.returns
         self.kind, self.fn, self.returns = ORCH, fn_ir, []
@@ -311,7 +317,7 @@ class ScopeParsing:
         return body
 
     # ------------------------------------------------------------ the task
-    def _task(self, s, ctx, name_hint, target, deps, blocks, block_var, excluded):
+    def _task(self, s, ctx, name_hint, target, deps, blocks, block_var, excluded, dumps=()):
         span = self.span(s)
         for n in ast.walk(s):
             if isinstance(n, ast.Return):
@@ -320,6 +326,8 @@ class ScopeParsing:
         used = {n.id for st in s.body for n in ast.walk(st)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         captured = [name for name in self.env if name in used and name != block_var]
+        dumped = self._dump_indices(dumps, captured, "task")
+        ctx.args = captured
         outer_env, outer_loops = dict(self.env), dict(self.loops)
         params = []
         for k, name in enumerate(captured):
@@ -363,9 +371,10 @@ class ScopeParsing:
         self.fn.tasks = True
         if target is not None:
             self.env[target] = ScalarType(TASK_ID)
+        dumped |= {captured.index(name) for name in ctx.dump_tags}
         return N.TaskScope(span, call, name_hint or fn_ir.py_name.rsplit(".", 1)[-1],
                            target, deps, blocks, [], bool(self.manual), waiter, ctx.kind,
-                           frozenset(excluded))
+                           frozenset(excluded), tuple(sorted(dumped)))
 
     def _block_idx_call(self, s):
         rec = pl_ops.get_block_idx.record
@@ -442,6 +451,7 @@ class SubmitParsing:
             self._static_bool(kw, "sync_start", form.name)
         self._static_bool(kw, "allow_early_resolve", form.name)
         deps = self._deps(kw.get("deps"))
+        dumped = self._submit_dumps(kw.get("dumps"), call.args[1:], form.name)
         inner = ast.Call(func=call.args[0], args=call.args[1:], keywords=[])
         ast.copy_location(inner, call)
         fc = self._func_call(callee, inner)
@@ -459,7 +469,8 @@ class SubmitParsing:
         self.fn.tasks = True
         hint = self._name_hint(kw, form.name) or fc.func.py_name.rsplit(".", 1)[-1]
         out = [N.TaskScope(span, fc, hint, names[-1] if names else None, deps, blocks,
-                           manual=bool(self.manual), kind="call")]
+                           manual=bool(self.manual), kind="call",
+                           dumps=tuple(sorted(dumped)))]
         for name, i in zip(names[:-1], results):
             out.append(N.Assign(span, [name], fc.args[i]))
             self.env[name] = fc.args[i].type

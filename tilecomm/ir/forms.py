@@ -41,3 +41,8 @@ submit = SpecialForm("pl.submit", "outs..., tid = pl.submit(self.kernel, *args, 
 spmd_submit = SpecialForm("pl.spmd_submit", "outs..., tid = pl.spmd_submit(self.kernel, *args, "
                           "core_num=n): the kernel as one task of n blocks (class form).")
 SUBMIT_FORMS = (submit, spmd_submit)
+
+# run artefacts: a declaration, read by the compiler (no code is generated)
+dump_tag = SpecialForm("pl.dump_tag", "pl.dump_tag(t): tag the tensor t of this function; "
+                       "RunConfig(enable_dump_args=1) writes it before and after every task "
+                       "and dispatch that takes it.")

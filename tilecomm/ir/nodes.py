@@ -180,6 +180,7 @@ class TaskScope(Stmt):
     waiter: bool = False        # registers pld.system.defer_wait conditions
     kind: str = "at"            # "at", "spmd" or "call"
     no_dep: frozenset = frozenset()   # captured names left out of tracking (no_dep_args)
+    dumps: tuple = ()           # indices into call.args named by dumps= (run artefacts)
 
 
 @dataclass(eq=False)
@@ -212,6 +213,7 @@ class FunctionIR:
     py_name: str = ""
     returns_param: Any = None   # index (or tuple of indices) of the returned parameter(s)
     tasks: bool = False         # an orchestration function that submits tasks
+    dump_tags: set = field(default_factory=set)     # tensor names given to pl.dump_tag
 
 
 @dataclass(eq=False)

@@ -13,7 +13,7 @@ from ..ops.pl_shape import assemble, reshape as _tile_reshape, row_sum as _tile_
 from ..ops.pl_ops import create as _tile_create, full as _tile_full
 from ..ops.pl_ops import array_create as _array_create, get_block_idx
 from ..ops.pl_ops import get_subblock_idx as _get_subblock_idx
-from .control import (at, cond, manual_scope, parallel, range, scope, spmd, spmd_submit, split_aiv,
+from .control import (at, cond, dump_tag, manual_scope, parallel, range, scope, spmd, spmd_submit, split_aiv,
                       submit, unroll, while_, yield_)
 from .jit import function, jit, program
 from .typing import Array, InOut, Out, Scalar, TaskId, Tensor, Tuple, dynamic
@@ -36,4 +36,4 @@ __all__ = ["BF16", "BOOL", "FP16", "FP32", "FP64", "INDEX", "INT8", "INT16", "IN
            "Scalar", "TaskId", "Tensor", "Tuple", "dynamic", "tile", "tensor", "array", "at",
            "spmd", "manual_scope", "scope", "ScopeMode", "get_block_idx", "submit", "spmd_submit",
            "Array", "matmul", "move", "TileLayout", "FP8E4M3FN", "FP8E5M2", "FP8E8M0", "FP4", "INT4", "UINT4",
-           "assemble", "PadValue", "SplitMode", "split_aiv", "while_", "cond"]
+           "assemble", "PadValue", "SplitMode", "split_aiv", "while_", "cond", "dump_tag"]

@@ -20,6 +20,7 @@ from ..ir.effects import Effect
 from ..ir.types import ArrayType, Dim, TensorType, is_static
 from ..ops.check import const_value
 from ..ir.kinds import HOST, SUBWORKER
+from .dumps import DumpTables
 
 _CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 # integer // and % of device code (kernels, chip orchestration): the runtime's
@@ -301,11 +302,13 @@ def _prune(folder: str) -> None:
 class Lowered:
     """The lowered program: source text, compiled namespace, and line map."""
 
-    def __init__(self, source: str, filename: str, linemap: dict, namespace: dict):
+    def __init__(self, source: str, filename: str, linemap: dict, namespace: dict,
+                 dumps: DumpTables | None = None):
         self.source = source
         self.filename = filename
         self.linemap = linemap
         self.namespace = namespace
+        self.dumps = dumps              # what enable_dump_args=1 writes (lower/dumps.py)
 
 
 def lower_program(prog: N.ProgramIR, cache_dir: str) -> Lowered:
@@ -336,7 +339,8 @@ def lower_program(prog: N.ProgramIR, cache_dir: str) -> Lowered:
         filename = f"<tilecomm:{prog.entry.name}_{digest}>"   # read-only cache: keep in memory
     namespace: dict = {}
     exec(compile(source, filename, "exec"), namespace)
-    return Lowered(source, filename, linemap, namespace)
+    # after every function is emitted: each task's span has its id
+    return Lowered(source, filename, linemap, namespace, DumpTables(prog, span_ids, py_name))
 
 
 __all__ = ["lower_program", "Lowered", "literal", "const_value"]

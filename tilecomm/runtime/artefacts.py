@@ -32,6 +32,10 @@ are removed before a run that writes any.
                            ``<index>_<name>.npy`` when the dispatch starts and
                            when it ends; ``args_dump/args.json`` lists them
                            with scalars' values.
+``enable_dump_args=1``     the same files with only the tensors tagged by
+                           ``pl.dump_tag`` / ``dumps=``, for the dispatch and
+                           for each task (``args_dump/task<id>_<name>/``)
+                           that takes them (``argdumps.py``).
 =========================  ===================================================
 
 The controller side (``RunArtefacts``) prepares the directory, tells each
@@ -50,14 +54,13 @@ import shutil
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import RuntimeFault
 from ..tools import trace as T
+from .argdumps import (ARGS_DIR, DumpingRankContext, TaskDumps, TracingDumpingRankContext,
+                       param_names, unwritable, write_args)
 from .messages import BeginRun
 from .rank import RankContext
 from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
-from .values import WindowView
 
 DFX_DIR = "dfx_outputs"
 MERGED_TRACE = "merged_swimlane.json"
@@ -85,11 +88,6 @@ def merged_trace_path(output_dir: str) -> str:
 
 def dispatch_dir(root: str, rank: int, k: int) -> str:
     return os.path.join(root, f"rank{rank}", f"d{k}")
-
-
-def _unwritable(path, e) -> RuntimeFault:
-    return RuntimeFault(f"run artefacts cannot be written to {path}: {e}", code="TC443",
-                        hint="pass compile(..., output_dir=) a writable directory")
 
 
 # ---------------------------------------------------------------- controller
@@ -123,7 +121,7 @@ class RunArtefacts:
                 os.unlink(os.path.join(root, MERGED_TRACE))
             os.makedirs(root, exist_ok=True)
         except OSError as e:
-            raise _unwritable(root, e) from None
+            raise unwritable(root, e) from None
         lane = int(config.enable_chip_swimlane)
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
@@ -167,22 +165,12 @@ class RunArtefacts:
         try:
             T.write(path, T.merge(parts, title=s.title))
         except OSError as e:
-            raise _unwritable(path, e) from None
+            raise unwritable(path, e) from None
         self.trace_path = path
         return path
 
 
 # ---------------------------------------------------------------- rank
-def _param_names(fn, n: int) -> list:
-    code = fn.__code__
-    names = list(code.co_varnames[1:code.co_argcount])[:n]
-    return names + [f"arg{i}" for i in range(len(names), n)]
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-
-
 class RankArtefacts:
     """A rank's part of one run that writes artefacts."""
 
@@ -198,21 +186,35 @@ class RankArtefacts:
             # the recording variant, chosen once for the run (see tracing.py)
             rc.__class__ = TracingRankContext
             rc._trace = self.rec
+        self.task_dumps = None
+        if settings.dump_args == 1:
+            # level 1: tagged tasks dump too (their scope is wrapped, see argdumps.py)
+            self.task_dumps = rc._dumps = TaskDumps()
+            rc.__class__ = TracingDumpingRankContext if self.rec is not None else \
+                DumpingRankContext
 
     def dispatch(self, fname, fn, call_args, vals, loc, image):
         """Run one dispatch (``fn(*call_args)``), recording it."""
         k = self.k
         self.k += 1
         d = dispatch_dir(self.s.root, self.rank, k)
-        try:
-            os.makedirs(d, exist_ok=True)
-        except OSError as e:
-            raise _unwritable(d, e) from None
+        if self.rec is not None or self.s.dump_args == 2:
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as e:
+                raise unwritable(d, e) from None
         sp = image.span(loc)
         self.meta.append((k, fname, str(sp) if sp is not None else None))
-        names = _param_names(fn, len(vals)) if self.s.dump_args else None
-        if names is not None:
-            self._dump(d, "before", names, vals)
+        dumped = None
+        if self.s.dump_args:
+            names = param_names(fn, len(vals))
+            idx = range(len(vals)) if self.s.dump_args == 2 else \
+                getattr(image, "dump_params", {}).get(fname, ())
+            dumped = [(i, names[i], vals[i]) for i in idx] or None
+            if dumped is not None:
+                write_args(os.path.join(d, ARGS_DIR), "before", dumped)
+            if self.task_dumps is not None:
+                self.task_dumps.begin_dispatch(d, image)
         rec = self.rec
         if rec is not None:
             rec.begin_dispatch(k, fname, image)
@@ -223,32 +225,8 @@ class RankArtefacts:
         finally:
             if rec is not None:
                 rec.end_dispatch(finished)
-        if names is not None:
-            self._dump(d, "after", names, vals)
-
-    def _dump(self, d, when, names, vals):
-        base = os.path.join(d, "args_dump")
-        out = os.path.join(base, when)
-        manifest = []
-        try:
-            os.makedirs(out, exist_ok=True)
-            for i, (name, v) in enumerate(zip(names, vals)):
-                a = v.local if isinstance(v, WindowView) else v
-                entry = {"index": i, "name": name}
-                if isinstance(a, np.ndarray):
-                    fname = f"{i:02d}_{_safe(name)}.npy"
-                    np.save(os.path.join(out, fname), a)
-                    entry.update(kind="window" if isinstance(v, WindowView) else "tensor",
-                                 file=fname, dtype=str(a.dtype), shape=list(a.shape))
-                else:
-                    entry.update(kind="scalar", value=v if isinstance(v, (int, float, bool))
-                                 else repr(v))
-                manifest.append(entry)
-            if when == "before":
-                with open(os.path.join(base, "args.json"), "w", encoding="utf-8") as f:
-                    json.dump(manifest, f, indent=1)
-        except OSError as e:
-            raise _unwritable(out, e) from None
+        if dumped is not None:
+            write_args(os.path.join(d, ARGS_DIR), "after", dumped)
 
     def salvage(self):
         """The run failed or was aborted on this rank: write what was recorded
@@ -269,11 +247,21 @@ class RankArtefacts:
                 for dt in rec.dispatches:
                     self._write_dispatch(dt, lines.get(dt.k))
         except OSError as e:
-            raise _unwritable(self.s.root, e) from None
+            raise unwritable(self.s.root, e) from None
         finally:
-            if rec is not None:
+            if rec is not None or self.task_dumps is not None:
                 self.rc.__class__ = RankContext
                 self.rc.__dict__.pop("_trace", None)
+                self.rc.__dict__.pop("_dumps", None)
+            if self.task_dumps is not None:
+                # the scheduler's threads copied the context (class and all) when
+                # they started; no task runs between dispatches, so switching
+                # them back here races with nothing
+                sched = self.rc.__dict__.get("_scheduler")
+                for ctx in (sched.contexts if sched is not None else ()):
+                    if ctx.__dict__.pop("_dumps", None) is not None:
+                        ctx.__class__ = RankContext
+            if rec is not None:
                 # the scheduler's threads drop the recorder at their next
                 # dispatch; its events go now
                 rec.dispatches = []

@@ -270,11 +270,6 @@ def _check_dfx(cfg) -> None:
     dump = cfg.enable_dump_args
     if not (_is_int(dump) and dump in (0, 1, 2)):
         raise _dfx_error(f"RunConfig.enable_dump_args must be 0, 1 or 2, got {dump!r}")
-    if dump == 1:
-        raise _dfx_error("RunConfig.enable_dump_args=1 dumps the tensors tagged with dumps=, "
-                         "but on the CPU those tags are not carried to the ranks",
-                         code="TC442",
-                         hint="enable_dump_args=2 dumps every argument of every dispatch")
     pmu = cfg.enable_pmu
     if not _is_int(pmu) or pmu < 0:
         raise _dfx_error(f"RunConfig.enable_pmu must be a non-negative int, got {pmu!r}")

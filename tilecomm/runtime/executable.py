@@ -57,7 +57,7 @@ class KernelImage:
     the specialisation existed receives it pickled and compiles the source."""
 
     def __init__(self, *, source, filename, linemap, spans, func_names, param_shapes,
-                 notify_sources=None, namespace=None):
+                 notify_sources=None, namespace=None, dump_params=None, dump_tasks=None):
         self.key = next(_IMAGE_KEYS)
         self.source = source
         self.filename = filename
@@ -68,6 +68,10 @@ class KernelImage:
         # window buffer id -> which functions hand-roll notifies into it, as text
         # (a collective that finds its signal dirty names them)
         self.notify_sources = dict(notify_sources or {})
+        # what RunConfig(enable_dump_args=1) writes: function -> tagged parameter
+        # indices; (task span id, task body function) -> tagged argument indices
+        self.dump_params = dict(dump_params or {})
+        self.dump_tasks = dict(dump_tasks or {})
         self._namespace = namespace
 
     def __getstate__(self):
