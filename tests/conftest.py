@@ -44,6 +44,15 @@ def _shm_names():
         return set()
 
 
+def files_of(root) -> set:
+    """Every file under ``root``, as paths relative to it."""
+    out = set()
+    for dp, _, fs in os.walk(root):
+        for f in fs:
+            out.add(os.path.relpath(os.path.join(dp, f), root))
+    return out
+
+
 def my_segments(pid=None) -> list:
     """Names of the /dev/shm segments of ``pid`` (this process by default)."""
     prefix = f"tilecomm-{pid or os.getpid()}-"

@@ -16,7 +16,7 @@ import pytest
 import tilecomm
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from conftest import config_for
+from conftest import config_for, files_of
 
 NR = pl.dynamic("NR")
 R, N = 2, 8
@@ -32,14 +32,6 @@ T = pl.Tensor[[R, N], pl.FP32]
 def data(n, seed):
     rng = np.random.default_rng(seed)
     return [rng.integers(-8, 9, (n, R, N)).astype(np.float32) for _ in range(3)]
-
-
-def files_of(root):
-    out = set()
-    for dp, _, fs in os.walk(root):
-        for f in fs:
-            out.add(os.path.relpath(os.path.join(dp, f), root))
-    return out
 
 
 def dfx(cp):

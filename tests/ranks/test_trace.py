@@ -16,7 +16,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from conftest import children, config_for
+from conftest import children, config_for, files_of
 from tilecomm.errors import DeadlockError, RankFailure, RuntimeFault
 
 NR = pl.dynamic("NR")
@@ -94,14 +94,6 @@ def compiled(main, tmp_path, n, *args):
 
 def dfx(cp):
     return os.path.join(cp.output_dir, "dfx_outputs")
-
-
-def files_of(root):
-    out = set()
-    for dp, _, fs in os.walk(root):
-        for f in fs:
-            out.add(os.path.relpath(os.path.join(dp, f), root))
-    return out
 
 
 # ------------------------------------------------------------------ artefact files per flag
