@@ -53,6 +53,7 @@ class Inbox:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()    # read by the pump
         self._pumping = False                # the pump owns the channel (main thread only)
         self._turns: queue.SimpleQueue | None = None   # the pump's requests; None: not started
+        self._pump_thread: threading.Thread | None = None
 
     def pending(self) -> bool:
         """Whether a message is ready without reading the channel."""
@@ -83,9 +84,19 @@ class Inbox:
     def _start_pump(self) -> None:
         if self._turns is None:
             self._turns = queue.SimpleQueue()
-            threading.Thread(target=self._pump, daemon=True, name="tilecomm-inbox").start()
+            self._pump_thread = threading.Thread(target=self._pump, daemon=True,
+                                                 name="tilecomm-inbox")
+            self._pump_thread.start()
         self._pumping = True
         self._turns.put(True)
+
+    def close(self) -> None:
+        """Stop the pump, if one was started, between its turns or once the
+        channel's other end closed.  (A rank never needs to: its process
+        ends with the thread; this is for a caller that outlives the inbox.)"""
+        if self._pump_thread is not None:
+            self._turns.put(False)
+            self._pump_thread.join(5.0)
 
     def _pump(self) -> None:
         while self._turns.get():
