@@ -6,11 +6,11 @@ copy outputs back), finished strictly in submission order.
 Who finishes them: whichever thread needs one first.  A caller that asks for
 a result (``handle.result()``), submits a third call, or makes a blocking
 call finishes the runs ahead of it itself, in its own thread: handing the
-work to another thread and waiting to be told costs two thread wake-ups
-and GIL hand-offs per call, more than a small call's whole reply on a busy
-2-core machine.  The worker's dispatcher thread finishes a run nobody asked
-for once it is ``GRACE_S`` old, so a call whose caller does other work still
-completes, has its failure or deadlock detected and stops its ranks.
+work to another thread and waiting to be told would add two thread
+wake-ups and GIL hand-offs to every call.  The worker's dispatcher thread
+finishes a run nobody asked for once it is ``GRACE_S`` old, so a call whose
+caller does other work still completes, has its failure or deadlock
+detected and stops its ranks.
 
 Order: a rank reports the Done of its runs in the order it ran them, and a
 run's monitor reads exactly one Done per rank, so runs must be finished one
