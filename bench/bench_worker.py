@@ -13,13 +13,13 @@ Figures.
   its own window), with fresh windows per call and with persistent windows
   (zeroed before every call, and kept), beside a one-shot call of the same
   program.  Each is the median (and best) of many calls after a warm-up.
-* Submit (kept persistent windows, where a submitted call is sent while the
-  one before it still runs): two calls submitted back to back and both
-  results taken, against the same two calls made blocking one after the
-  other; and the same with
-  host-side work of the caller between the calls and their results (work that
-  releases the GIL, e.g. I/O or a large numpy kernel): the submitted calls run
-  while the caller works.
+* Submit (a submitted call is sent while the one before it still runs, on
+  kept persistent windows and on fresh ones): two calls submitted back to
+  back and both results taken, against the same two calls made blocking one
+  after the other (pairs of each kind interleaved, so both see the same
+  load); and, on kept windows, the same with host-side work of the caller
+  between the calls and their results (work that releases the GIL, e.g. I/O
+  or a large numpy kernel): the submitted calls run while the caller works.
 """
 # no `from __future__ import annotations`: program annotations are evaluated
 # at definition time
@@ -96,44 +96,63 @@ def bench_prepared(args, cfg, rows):
             ("pass" if med <= TARGET_PERSISTENT_S else "MISS") if persistent else "info"))
 
 
+def interleaved(calls: dict, n: int) -> dict:
+    """Time each callable ``n`` times, taking turns, so that all of them see
+    the same background load; {name: [seconds]}."""
+    out = {name: [] for name in calls}
+    for _ in range(n):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            out[name].append(time.perf_counter() - t0)
+    return out
+
+
 def bench_submit(args, cfg, rows):
     compiled = trivial_main.compile(1, config=cfg)
-    # kept persistent windows: the second call is sent while the first runs
-    with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
-        timed(lambda: rt(1), args.warm)
+    n = args.pairs
+    for label, opts in (("kept persistent windows",
+                         {"persistent": True, "reset_persistent_windows": False}),
+                        ("fresh windows", {})):
+        with compiled.prepare(**opts) as rt:
+            timed(lambda: rt(1), args.warm)
 
-        def blocking(work_s=0.0):
-            rt(1)
-            rt(1)
-            if work_s:
-                time.sleep(work_s)
+            def blocking(work_s=0.0):
+                rt(1)
+                rt(1)
+                if work_s:
+                    time.sleep(work_s)
 
-        def submitted(work_s=0.0):
-            a = rt.submit(compiled, 1)
-            b = rt.submit(compiled, 1)
-            if work_s:
-                time.sleep(work_s)                       # the caller's own work
-            a.result()
-            b.result()
+            def submitted(work_s=0.0):
+                a = rt.submit(compiled, 1)
+                b = rt.submit(compiled, 1)
+                if work_s:
+                    time.sleep(work_s)                   # the caller's own work
+                a.result()
+                b.result()
 
-        n = args.pairs
-        tb, ts = timed(blocking, n), timed(submitted, n)
-        log(f"two blocking {best_median(tb)}; two submitted {best_median(ts)}")
-        rows.append(Row("two calls submitted back to back (kept persistent windows: the "
-                        f"second is sent while the first runs), both results taken (median of "
-                        f"{n})", best_median(ts), f"two blocking calls {best_median(tb)}",
-                        "submitted < blocking",
-                        "pass" if statistics.median(ts) < statistics.median(tb) else "MISS"))
-        work = args.work_us * 1e-6
-        tbw, tsw = timed(lambda: blocking(work), n), timed(lambda: submitted(work), n)
-        log(f"with {args.work_us} µs of caller work: blocking {best_median(tbw)}; "
-            f"submitted {best_median(tsw)}")
-        ok = statistics.median(tsw) < statistics.median(tbw)
-        rows.append(Row(f"two submitted calls + {args.work_us} µs of caller work (I/O-like, "
-                        f"releases the GIL) before their results (median of {n})",
-                        best_median(tsw),
-                        f"two blocking calls, then the same work: {best_median(tbw)}",
-                        "submitted < blocking", "pass" if ok else "MISS"))
+            t = interleaved({"blocking": blocking, "submitted": submitted}, n)
+            tb, ts = t["blocking"], t["submitted"]
+            log(f"{label}: two blocking {best_median(tb)}; two submitted {best_median(ts)}")
+            rows.append(Row(f"two calls submitted back to back ({label}: the second is sent "
+                            f"while the first runs), both results taken (median of {n})",
+                            best_median(ts), f"two blocking calls {best_median(tb)}",
+                            "submitted < blocking",
+                            "pass" if statistics.median(ts) < statistics.median(tb) else "MISS"))
+            if label != "kept persistent windows":
+                continue
+            work = args.work_us * 1e-6
+            t = interleaved({"blocking": lambda: blocking(work),
+                             "submitted": lambda: submitted(work)}, n)
+            tbw, tsw = t["blocking"], t["submitted"]
+            log(f"with {args.work_us} µs of caller work: blocking {best_median(tbw)}; "
+                f"submitted {best_median(tsw)}")
+            ok = statistics.median(tsw) < statistics.median(tbw)
+            rows.append(Row(f"two submitted calls + {args.work_us} µs of caller work (I/O-like, "
+                            f"releases the GIL) before their results (median of {n})",
+                            best_median(tsw),
+                            f"two blocking calls, then the same work: {best_median(tbw)}",
+                            "submitted < blocking", "pass" if ok else "MISS"))
 
 
 def parse_args(argv=None):

@@ -93,10 +93,14 @@ def test_call_run_and_registration_handle_agree_with_numpy(n):
     assert handle.closed
 
 
-def test_submit_keeps_two_calls_in_flight_and_a_third_waits_for_the_oldest():
+@pytest.mark.parametrize("windows", ["fresh", "zeroed"])
+def test_submit_keeps_two_calls_in_flight_and_a_third_waits_for_the_oldest(windows):
+    """Fresh windows pipeline: the second call is on the same ranks as the
+    first, so the first one's failure stops it (TC426).  Zeroed persistent
+    windows do not: the second runs after the first failed, on new ranks."""
     n = 2
     prog = _accumulate_program(n)
-    with prog.prepare() as rt:
+    with prog.prepare(persistent=windows == "zeroed") as rt:
         xs, ys = _data(n)
         rt(xs, ys, 1)                                # warm: compiled and mapped
         gate = threading.Event()
@@ -126,10 +130,16 @@ def test_submit_keeps_two_calls_in_flight_and_a_third_waits_for_the_oldest():
         assert "Deadlock" in type(ei.value).__name__
         th.join(10)
         assert gate.is_set()
-        h2.result(timeout=10)
+        if windows == "fresh":
+            with pytest.raises(RuntimeFault) as stopped:
+                h2.result(timeout=10)
+            assert stopped.value.code == "TC426"
+            np.testing.assert_array_equal(outs[2][0], xs.sum(axis=0))
+        else:
+            h2.result(timeout=10)
+            for out in outs[1:]:
+                np.testing.assert_array_equal(out[0], xs.sum(axis=0))
         assert h2.done
-        for out in outs[1:]:
-            np.testing.assert_array_equal(out[0], xs.sum(axis=0))
         with pytest.raises(type(ei.value)):          # the error is kept: asked again, raised again
             h1.wait()
 

@@ -5,13 +5,26 @@ from multiprocessing.connection import Pipe
 
 import pytest
 
+import ml_dtypes
+import numpy as np
+
 from tilecomm.errors import Span
 from tilecomm.runtime import messages as M
+from tilecomm.runtime.values import HostRef, WindowBuffer, WindowRef
+
+_BUF = WindowBuffer(id=3, name="sig", nbytes=64, devices=(0, 2), segments=("seg-a", "seg-b"))
 
 SAMPLES = [
     M.LoadImage(image=("an image", 3)),
     M.Dispatch(image_key=7, fname="chip", seq=2, args=(1, 2.5, "x", (3, 4)), deps=((1, 1),),
                loc=11),
+    M.Dispatch(image_key=9, fname="step", seq=5,
+               args=(WindowRef(_BUF, (4, 4), np.dtype(np.int32)),
+                     HostRef("seg-h", 16, (2, 3), (24, 8), np.dtype(np.float64)),
+                     WindowRef(_BUF, (8,), np.dtype(ml_dtypes.bfloat16)),
+                     HostRef("seg-h", 0, (4,), (2,), np.dtype(ml_dtypes.bfloat16)),
+                     ("\0w", "a tuple that only looks like a descriptor"), [1, 2], 3),
+               deps=(), loc=2),
     M.EndRun(),
     M.EndRun(keep_windows=True),
     M.Batch(messages=(M.Dispatch(image_key=1, fname="f", seq=1, args=(), deps=(), loc=0),
@@ -26,7 +39,8 @@ SAMPLES = [
 
 def _message_classes():
     return {c for c in vars(M).values()
-            if isinstance(c, type) and dataclasses.is_dataclass(c) and c is not M.Disconnected}
+            if isinstance(c, type) and dataclasses.is_dataclass(c) and c is not M.Disconnected
+            and c.__module__ == M.__name__}
 
 
 def test_samples_cover_every_message_kind():
@@ -54,3 +68,15 @@ def test_a_closed_channel_is_eof():
             M.receive(b)
     finally:
         b.close()
+
+
+def test_descriptors_arrive_with_their_element_types():
+    """A window or host-tensor argument is rebuilt with a numpy dtype equal to
+    the one sent, builtin or not (bfloat16 is pickled as itself)."""
+    sent = SAMPLES[2]
+    got = M.decode(M.encode(sent))
+    for a, b in zip(sent.args, got.args):
+        assert type(a) is type(b)
+        if isinstance(a, (WindowRef, HostRef)):
+            assert isinstance(b.dtype, np.dtype) and b.dtype == a.dtype
+    assert got.args[0].buffer == _BUF and got.args[0].buffer.domain_rank(2) == 1

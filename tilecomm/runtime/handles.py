@@ -24,8 +24,11 @@ class DistributedRunHandle:
     returns what the call returns (re-raising its error, every time it is
     asked); ``done`` says whether it finished."""
 
-    def __init__(self, compiled):
+    def __init__(self, compiled, drive=None):
         self.compiled = compiled
+        # drive(handle): finish the call in the asking thread (a pipelined
+        # call, see ``pipeline.py``); None: the worker's dispatcher runs it
+        self._drive = drive
         self._finished = threading.Event()
         self._value = None
         self._error: BaseException | None = None
@@ -42,6 +45,8 @@ class DistributedRunHandle:
         """Wait until the call finished; re-raise its error; ``TimeoutError``
         if it has not finished within ``timeout`` seconds."""
         t = check_timeout(timeout)
+        if t is None and self._drive is not None and not self._finished.is_set():
+            self._drive(self)           # without a time limit: this thread finishes it
         if not self._finished.wait(t):
             raise TimeoutError(f"the submitted call did not finish within {t} s")
         if self._error is not None:

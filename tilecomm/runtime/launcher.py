@@ -7,11 +7,12 @@ thread for non-main callers, children that keep only their own descriptors).
 from __future__ import annotations
 
 import functools
+import math
 import os
+import select
 import signal
 import time
 from abc import ABC, abstractmethod
-from multiprocessing.connection import wait as mp_wait
 from typing import Callable
 
 from . import cleanup, forking, messages
@@ -35,9 +36,10 @@ class Launcher(ABC):
         its return value is the process's exit code.  ``keep``: per rank, the
         descriptors (e.g. a transport's link) its process must keep open."""
 
-    def serving(self, rank: int, context) -> None:
+    def serving(self, rank: int, context, inbox) -> None:
         """Called in a rank's worker with the context it runs dispatches with
-        (a launcher whose ranks outlive their worker stops its task threads)."""
+        and its inbox (a launcher whose ranks outlive their worker stops its
+        task threads and the inbox's pump)."""
 
     @abstractmethod
     def alive(self) -> bool:
@@ -93,10 +95,18 @@ class ForkLauncher(Launcher):
             pass
 
     def receive(self, ranks, timeout):
-        conns = {self.workers[r][1]: r for r in ranks}
+        # one poll() on the ranks' pipes: ``multiprocessing.connection.wait``
+        # builds a selector per call, which costs more than a small call's
+        # whole reply (this runs at least once per prepared call)
+        poller = select.poll()
+        by_fd = {}
+        for r in ranks:
+            conn = self.workers[r][1]
+            by_fd[conn.fileno()] = (r, conn)
+            poller.register(conn.fileno(), select.POLLIN)
         out = []
-        for conn in mp_wait(list(conns), timeout=timeout):
-            rank = conns[conn]
+        for fd, _ in poller.poll(max(0, math.ceil(timeout * 1000))):
+            rank, conn = by_fd[fd]
             try:
                 out.append((rank, messages.receive(conn)))
             except (EOFError, OSError):

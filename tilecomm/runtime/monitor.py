@@ -27,13 +27,19 @@ def monitor(run) -> None:
     quiet_since = None
     while len(run.done) < run.world:
         live = [r for r in range(run.world) if r not in run.done]
-        for rank, msg in ranks.launcher.receive(live, POLL_S):
+        received = ranks.launcher.receive(live, POLL_S)
+        for rank, msg in received:
             if msg is None:
                 raise rank_died(ranks.launcher, rank)
             if isinstance(msg, Done):
                 run.done.add(rank)
             elif isinstance(msg, Failed):
                 raise rank_error(msg)
+        if received:
+            # a rank reported: the run moved, and a run that finishes is not
+            # looked at for quiescence at all (a deadlock is quiet: it is
+            # found after a poll that received nothing)
+            continue
         blocked = quiescent(run)
         if blocked is None:
             quiet_since = None

@@ -85,8 +85,7 @@ class ProcessEnd:
     def __init__(self, MPI, comm):
         self.MPI = MPI
         self.comm = comm
-        self.shut = threading.Event()     # the reader took this call's Shutdown
-        self.reader = None                # ... on this thread, which then ends
+        self.shut = threading.Event()     # this call's Shutdown was read
 
     def send_bytes(self, data: bytes) -> None:
         self.comm.Send([data, self.MPI.BYTE], 0, TAG_UP)
@@ -95,7 +94,6 @@ class ProcessEnd:
         status = self.MPI.Status()
         data = poll(lambda: _receive(self.MPI, self.comm, 0, TAG_DOWN, status))
         if data == SHUTDOWN:
-            self.reader = threading.current_thread()
             self.shut.set()
         return data
 
@@ -108,16 +106,12 @@ class _ThreadEnd:
 
     def __init__(self, down: queue.SimpleQueue, up: queue.SimpleQueue):
         self.down, self.up = down, up
-        self.reader = None                # the thread that took the Shutdown, then ends
 
     def send_bytes(self, data):
         self.up.put(data)
 
     def recv_bytes(self):
-        data = self.down.get()
-        if data == SHUTDOWN:
-            self.reader = threading.current_thread()
-        return data
+        return self.down.get()
 
     def close(self):
         pass
@@ -197,19 +191,20 @@ class MpiLauncher(Launcher):
     def alive(self):
         return True                      # a dead process ends the whole job
 
-    def serving(self, rank, context):
-        # called just before the worker starts its reader thread
-        self._contexts[rank] = context
+    def serving(self, rank, context, inbox):
+        self._contexts[rank] = (context, inbox)
         self.served.add(rank)
 
     def end_tasks(self, rank: int) -> None:
         """After rank ``rank``'s worker returned in this process: stop the task
-        threads of its scheduler (a forked rank's die with its process; this
-        process goes on running the user's script)."""
-        rc = self._contexts.pop(rank, None)
+        threads of its scheduler and its inbox's pump (a forked rank's die
+        with its process; this process goes on running the user's script)."""
+        rc, inbox = self._contexts.pop(rank, (None, None))
         sched = rc.__dict__.get("_scheduler") if rc is not None else None
         if sched is not None:
             sched.shutdown()
+        if inbox is not None:
+            inbox.close()
 
     def send(self, rank, msg):
         if not self.in_run:
@@ -277,10 +272,8 @@ class MpiLauncher(Launcher):
         deadline = time.monotonic() + max(grace, STOP_GRACE_S)
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
-            if not self._thread.is_alive():
+            if not self._thread.is_alive():     # (its inbox's pump stopped with it)
                 self._thread = None
-                if self._end.reader is not None:    # no thread of the call outlives it
-                    self._end.reader.join(max(0.0, deadline - time.monotonic()))
 
         def probe():
             self._collect_exits()

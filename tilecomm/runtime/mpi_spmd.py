@@ -199,14 +199,12 @@ class Spmd:
             code = worker_main(self.job.me, ranks, end)
         finally:
             ranks.launcher.end_tasks(self.job.me)
-        if self.job.me in ranks.launcher.served:
-            # its reader thread stops at this call's Shutdown (always sent);
-            # wait for it, or it could take the next call's first message
-            end.shut.wait()
-            end.reader.join()
-        else:
-            while not end.shut.is_set():     # it failed to start: no reader
-                end.recv_bytes()
+        # the worker's inbox stopped reading (end_tasks); this call's channel
+        # ends at its Shutdown (always sent): read up to it, or the next
+        # call's worker would take it (a worker stopped by an abort, or that
+        # failed to start, returns before it)
+        while not end.shut.is_set():
+            end.recv_bytes()
         comm.Send([np.array([code], np.int64), MPI.BYTE], 0, TAG_EXIT)
         kind, payload = comm.bcast(None, root=0)
         if kind == "error":

@@ -36,6 +36,7 @@ from .executable import to_numpy
 from .device_tensors import DeviceTensor, ResidentMemory, StackedDeviceTensor
 from .handles import DistributedRunHandle, RegistrationHandle
 from .launch import SPMD_BACKENDS, Ranks, begin, execute, finish, next_id
+from .pipeline import Pipeline
 from .subworkers import bind_callbacks
 
 _OPEN: "weakref.WeakSet[DistributedWorker]" = weakref.WeakSet()
@@ -119,6 +120,7 @@ class DistributedWorker:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._pending: list = []         # submitted handles not yet finished, oldest first
         self._sent = 0                   # pipelined calls sent and not yet finished
+        self._pipeline = Pipeline(self._finish_pipelined)   # those calls' second halves
         self._warm: set = set()          # (image, argument sizes) a persistent call checked
         self._pending_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -193,8 +195,12 @@ class DistributedWorker:
         self._check_open("submit")
         self._registered(compiled)
         call = self._prepare_call(compiled, args)
-        self._admission.acquire()
-        handle = DistributedRunHandle(compiled)
+        pipelined = self._pipelines(call[0])
+        if not self._admission.acquire(blocking=False):
+            self._pipeline.drive(oldest_only=True)   # finished here rather than waited for
+            self._admission.acquire()
+        # a pipelined call is finished by the first thread that asks for it
+        handle = DistributedRunHandle(compiled, self._pipeline.drive if pipelined else None)
         try:
             self._check_open("submit")
             with self._pending_lock:
@@ -206,7 +212,7 @@ class DistributedWorker:
         except BaseException:
             self._admission.release()
             raise
-        if not self._pipelines(call[0]):
+        if not pipelined:
             self._queue.put(("run", handle, call, config))
             return handle
         try:                            # sent now, while the call before may still run
@@ -214,26 +220,25 @@ class DistributedWorker:
         except BaseException as e:      # kept for result(), as if it had run in the background
             self._finished(handle, error=e)
             return handle
-        self._queue.put(("finish", handle, run, None))
+        if self._pipeline.add(handle, run):  # the dispatcher finishes what nobody asked for
+            self._queue.put(("watch", None, None, None))
         return handle
 
     def _pipelines(self, exe) -> bool:
         """Whether a submitted call may be sent before the ones in flight
-        finished: only on kept persistent windows (zeroing them, and resetting
-        the control block, need every rank idle; fresh windows are released
-        by the transport per run), without SubWorkers (they wait on the
-        ranks from the sending thread), and on a single-program worker: the
-        per-buffer collective counts are reset between runs unless pipelined,
-        and only one program's runs keep them equal across a domain's members.
-        Not under an SPMD backend (MPI), whose every call is a collective step
-        of all the job's processes, one call at a time."""
-        return self._keeps(exe) and not exe.sub_workers and \
+        finished: with fresh windows (each run allocates its own segments and
+        the transport forgets only that run's when it ends, so two runs never
+        share a window) or kept persistent windows, not zeroed ones (zeroing,
+        like resetting the control block, needs every rank idle); without
+        SubWorkers (they wait on the ranks from the sending thread); and on a
+        single-program worker: the per-buffer collective counts are reset
+        between runs unless pipelined, and only one program's runs keep them
+        equal across a domain's members.  Not under an SPMD backend (MPI),
+        whose every call is a collective step of all the job's processes, one
+        call at a time."""
+        return not exe.sub_workers and len(self._programs) == 1 and \
+            (not self.persistent or not self.reset_persistent_windows) and \
             self._config.resolved_transport() not in SPMD_BACKENDS
-
-    def _keeps(self, exe) -> bool:
-        """Kept persistent windows of a single program (see ``_pipelines``)."""
-        return self.persistent and not self.reset_persistent_windows and \
-            len(self._programs) == 1
 
     def _begin(self, call, config):
         exe, args = call
@@ -346,15 +351,23 @@ class DistributedWorker:
             if item is None:
                 return
             kind, handle, what, config = item
+            if kind == "watch":
+                self._pipeline.watch()
+                continue
             value = error = None
             try:
-                if kind == "run":
-                    value = self._execute(what, config, admitted=True)
-                else:
-                    value = self._finish(what)
+                value = self._execute(what, config, admitted=True)
             except BaseException as e:  # kept for result(); the next call restarts ranks
                 error = e
             self._finished(handle, value, error)
+
+    def _finish_pipelined(self, handle, run) -> None:
+        value = error = None
+        try:
+            value = self._finish(run)
+        except BaseException as e:      # kept for result(); the next call restarts ranks
+            error = e
+        self._finished(handle, value, error)
 
     def _finish(self, run):
         """The second half of a pipelined call, in submission order."""
@@ -375,6 +388,8 @@ class DistributedWorker:
 
     def _drain(self, timeout=None) -> None:
         """Wait until every submitted call has finished."""
+        if timeout is None:
+            self._pipeline.drive()      # pipelined calls: finished in this thread
         while True:
             with self._pending_lock:
                 last = self._pending[-1] if self._pending else None

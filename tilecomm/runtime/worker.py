@@ -4,9 +4,7 @@ from __future__ import annotations
 import ctypes
 import linecache
 import os
-import queue
 import signal
-import threading
 import traceback
 
 import numpy as np
@@ -18,6 +16,7 @@ from . import messages as M
 from .arguments import HostSegments
 from .artefacts import RankArtefacts
 from .collective_calls import BUILTINS
+from .inbox import Inbox
 from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
 
@@ -58,33 +57,14 @@ def worker_main(rank: int, ranks, conn) -> int:
     # are resolved once for the worker's lifetime, not once per dispatch
     views = {} if ranks.persistent is not None else None
     rc = RankContext(rank, ranks.world, control, transport, ranks.config)
-    ranks.launcher.serving(rank, rc)
-    inbox: queue.SimpleQueue = queue.SimpleQueue()
-
-    def reader():
-        # drains the channel continuously so the controller never blocks sending
-        while True:
-            try:
-                msg = M.receive(conn)
-            except (EOFError, OSError):
-                inbox.put(M.Disconnected())
-                return
-            batch = msg.messages if isinstance(msg, M.Batch) else (msg,)
-            for one in batch:
-                inbox.put(one)
-            if isinstance(batch[-1], M.Shutdown):
-                return
-
-    threading.Thread(target=reader, daemon=True).start()
+    inbox = Inbox(conn)                     # see inbox.py: who reads the channel, and when
+    ranks.launcher.serving(rank, rc, inbox)
     finished = False                        # between the end of a run and the next one
     dfx = None                              # this run's artefacts, when its config asks
     while True:
-        try:
-            msg = inbox.get_nowait()
-        except queue.Empty:
-            if not finished:                # a finished rank stays FINISHED for the monitor
-                control.set_state(rank, C.IDLE)
-            msg = inbox.get()
+        if not finished and not inbox.pending():
+            control.set_state(rank, C.IDLE)   # a finished rank stays FINISHED for the monitor
+        msg = inbox.next()
         if isinstance(msg, M.Disconnected):
             return M.EXIT_DISCONNECTED
         if isinstance(msg, M.Shutdown):

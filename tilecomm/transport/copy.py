@@ -163,8 +163,9 @@ class CopyHost(TransportHost):
             self._thread.start()
 
     def end_run(self, run):
-        with self._lock:
-            self._segments.clear()       # the run closes and unlinks them
+        with self._lock:                 # the run closes and unlinks them; a submitted
+            for seg in run.segments:     # run begun before this one ended keeps its own
+                self._segments.pop(seg.name, None)
 
     # -- ranks
     def endpoint(self, device, world):

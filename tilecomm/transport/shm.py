@@ -70,7 +70,10 @@ class ShmHost(TransportHost):
             native.futex_wake(seg.addr + byte_offset, -1)
 
     def end_run(self, run) -> None:
-        self._windows.clear()          # the run closes and unlinks the segments
+        # the run closes and unlinks its segments; a submitted run begun
+        # before this one ended keeps its own
+        for seg in run.segments:
+            self._windows.pop(seg.name, None)
 
     def endpoint(self, device: int, world: int) -> "ShmEndpoint":
         return ShmEndpoint(device, Segment.attach(self.sleepers_segment.name))
