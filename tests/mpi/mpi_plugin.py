@@ -30,7 +30,8 @@ FORK_ONLY = ("test_examples.py", "test_threads_signals.py", "test_shm_resources.
              # shared-memory backend; under MPI every call is one step of all
              # the job's processes, so this program (whose first call ends only
              # once the second runs) is a deadlock there, reported as one
-             "test_worker_api.py::test_submitted_calls_on_kept_windows_are_in_flight_together")
+             "test_worker_api.py::test_submitted_calls_on_kept_windows_are_in_flight_together",
+             "test_worker_pipeline.py::test_the_second_submitted_call_runs_before_the_first")
 
 
 def job_size() -> int:
