@@ -35,7 +35,10 @@ CELLS = pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]
 @pl.jit.incore
 def stuck_step(out: OUT, cells: CELLS) -> pl.Tensor[[1, 1], pl.INT32]:
     me = pld.rank(pld.get_comm_ctx(cells))
-    if me == 0:
+    if me == 1:     # rank 1 is inside its dispatch (so it misses the abort) ...
+        pld.system.notify(cells, 0, [0, 0], 1, op=pld.NotifyOp.Set)
+    if me == 0:     # ... before rank 0 fails
+        pld.system.wait(cells, [0, 0], 1, cmp=pld.WaitCmp.Ge)
         pld.system.notify(cells, 99, [0, 0], 1, op=pld.NotifyOp.Set)  # F:stuck-raise
     for i in pl.range(1000000000):
         pl.write(out, [0, 0], i)                                    # F:stuck-loop
