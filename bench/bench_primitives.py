@@ -45,6 +45,7 @@ from tilecomm import _native_core as native
 from tilecomm.runtime import DistributedConfig, RunConfig
 
 from kernels import pingpong_kernel, selfsig_kernel, trivial_main   # bench/kernels.py
+from report import Row, fmt_us, log
 from tilecomm.runtime.config import TRANSPORT_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -377,23 +378,9 @@ def copyto_time(nbytes: int, k: int, repeats: int) -> float:
 
 
 # =========================================================================== report
-@dataclass
-class Row:
-    figure: str
-    measured: str
-    anchor: str
-    target: str
-    result: str
-
-
 def verdict(ok: bool, pinned: bool = True) -> str:
     word = "pass" if ok else "MISS"
     return word if pinned else f"({word.lower()})"
-
-
-def fmt_us(s: float) -> str:
-    us = s * 1e6
-    return f"{us:.2f} µs" if us < 10 else f"{us:.1f} µs" if us < 1000 else f"{us / 1000:.2f} ms"
 
 
 def fmt_s(s: float) -> str:
@@ -402,10 +389,6 @@ def fmt_s(s: float) -> str:
 
 def fmt_size(n: int) -> str:
     return f"{n // MiB} MiB" if n >= MiB else f"{n // KiB} KiB"
-
-
-def log(msg: str) -> None:
-    print(f"  .. {msg}", file=sys.stderr, flush=True)
 
 
 # =========================================================================== sections

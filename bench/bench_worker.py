@@ -26,30 +26,15 @@ Figures.
 import argparse
 import os
 import statistics
-import sys
 import time
-from dataclasses import dataclass
 
 from tilecomm.runtime import DistributedConfig, RunConfig
 from tilecomm.runtime.config import TRANSPORT_NAMES
 
 from kernels import trivial_main   # bench/kernels.py
+from report import Row, fmt_us, log
 
 TARGET_PERSISTENT_S = 200e-6      # DESIGN.md section 4: prepared call, persistent windows
-
-
-@dataclass
-class Row:
-    figure: str
-    measured: str
-    anchor: str
-    target: str
-    result: str
-
-
-def fmt_us(s: float) -> str:
-    us = s * 1e6
-    return f"{us:.1f} µs" if us < 1000 else f"{us / 1000:.2f} ms"
 
 
 def timed(call, n: int) -> list:
@@ -63,10 +48,6 @@ def timed(call, n: int) -> list:
 
 def best_median(ts) -> str:
     return f"{fmt_us(statistics.median(ts))} (best {fmt_us(min(ts))})"
-
-
-def log(msg: str) -> None:
-    print(f"  .. {msg}", file=sys.stderr, flush=True)
 
 
 def bench_prepared(args, cfg, rows):
