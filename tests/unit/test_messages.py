@@ -31,7 +31,6 @@ SAMPLES = [
                       M.EndRun(keep_windows=True), M.Shutdown())),
     M.Shutdown(),
     M.BeginRun(settings=("dfx_outputs", 4, 2)),
-    M.Done(rank=3),
     M.Failed(rank=1, fname="chip", summary="ValueError: bad", text="Traceback ...",
              error_type="ValueError", error_code="TC503", span=Span("p.py", 4, 5, "f")),
 ]

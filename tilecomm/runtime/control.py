@@ -110,6 +110,21 @@ class ControlPlane(ABC):
     @abstractmethod
     def aborted(self) -> bool: ...
 
+    @abstractmethod
+    def finish_run(self, rank: int) -> None:
+        """Rank ``rank`` finished its part of one more run (its ``EndRun``):
+        count it where ``runs_finished`` reads it and, if every rank has now
+        finished that many runs, wake the controller blocked in ``wait_runs``.
+        This is how a run's completion reaches the controller: one wake-up
+        per run, from whichever rank finishes it last, instead of a message
+        from every rank.  Two ranks finishing at once may both wake it."""
+
+    @abstractmethod
+    def wake_controller(self) -> None:
+        """Wake the controller blocked in ``wait_runs`` now: a rank sends it
+        this after its ``Failed`` message, so the failure is read at once
+        rather than when the wait's time slice runs out."""
+
     # -- controller side
     @abstractmethod
     def reset(self) -> None:
@@ -123,6 +138,17 @@ class ControlPlane(ABC):
     def done_seq(self, rank: int) -> int: ...
 
     @abstractmethod
+    def runs_finished(self, rank: int) -> int:
+        """How many runs rank ``rank`` finished (``finish_run``) since ``reset``."""
+
+    @abstractmethod
+    def wait_runs(self, count: int, timeout: float) -> bool:
+        """Block until every rank finished ``count`` runs (True), or until a
+        rank called ``wake_controller`` or ``timeout`` seconds passed without
+        that (False: the caller looks at the ranks' channels -- a failure, a
+        death -- and for quiescence, then waits again)."""
+
+    @abstractmethod
     def snapshot(self, ranks) -> list:
         """``RankStatus`` of each of ``ranks`` (wait record only if BLOCKED)."""
 
@@ -131,7 +157,7 @@ class ControlPlane(ABC):
 
 # ---------------------------------------------------------------- shm block
 (STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, _SPARE, W_FUNC,
- W_COLS, W_NDIM, W_COLL, W_GEN) = range(15)
+ W_COLS, W_NDIM, W_COLL, W_GEN, RUNS) = range(16)
 RECORD_SLOTS = 16
 HEADER_SLOTS = 16
 # per rank, how many collective calls it entered on each signal buffer (by
@@ -139,6 +165,10 @@ HEADER_SLOTS = 16
 # tells a peer's early credit from a leftover one with it
 COUNTER_SLOTS = 64
 ABORT = 0              # header slot: nonzero once the controller aborted the call
+# header slots: the int32 futex word a controller in ``wait_runs`` sleeps on
+# (bumped by every wake-up), and how many controllers sleep there (a rank
+# makes the wake-up syscall only then)
+COMPLETION, COMPLETION_SLEEPERS = 1, 2
 SLOT = 8
 _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "expected"),
            (W_LOC, "loc"), (W_PEER, "peer"), (W_FUNC, "func"), (W_COLS, "cols"),
@@ -207,12 +237,32 @@ class ShmControlPlane(ControlPlane):
     def aborted(self):
         return native.load_i64(self.base + ABORT * SLOT) != 0
 
+    def finish_run(self, rank):
+        n = self.get(rank, RUNS) + 1       # only this rank writes its own count
+        self.set(rank, RUNS, n)
+        # Who wakes the controller: each rank stores its count, then loads
+        # every other one (all seq_cst).  Of two ranks finishing run n at
+        # once, the one whose store comes second in the total order sees
+        # the other's, so at least one of them finds every count >= n.
+        for r in range(self.world):
+            if r != rank and self.get(r, RUNS) < n:
+                return
+        self.wake_controller()
+
+    def wake_controller(self):
+        # the bump comes before the wake-up check: a controller that loaded
+        # the old word sleeps only if the word still holds it (the futex
+        # compares under its lock), so the wake-up cannot be lost
+        native.notify_i32(self.base + COMPLETION * SLOT, native.OP_ADD, 1,
+                          self.base + COMPLETION_SLEEPERS * SLOT)
+
     # -- controller side
     def reset(self):
         native.store_i64(self.base + ABORT * SLOT, 0)
         for r in range(self.world):
             self.set(r, STATE, IDLE)
             self.set(r, DONE_SEQ, 0)
+            self.set(r, RUNS, 0)
         # windows are fresh per run, so are the counts of calls on them
         start = (HEADER_SLOTS + RECORD_SLOTS * self.world) * SLOT
         self.segment.ndarray(np.int64, (COUNTER_SLOTS * self.world,), start)[:] = 0
@@ -222,6 +272,23 @@ class ShmControlPlane(ControlPlane):
 
     def done_seq(self, rank):
         return native.load_i32(self.slot_addr(rank, DONE_SEQ))
+
+    def runs_finished(self, rank):
+        return self.get(rank, RUNS)
+
+    def wait_runs(self, count, timeout):
+        word = self.base + COMPLETION * SLOT
+        # the word is loaded before the counts: a rank that completes the
+        # run after they were read bumps it after this load, so the wait
+        # below returns at once (see ``finish_run``)
+        seen = native.load_i32(word)
+        if all(self.get(r, RUNS) >= count for r in range(self.world)):
+            return True
+        # "changed": >= seen + 1 as int32 (at the wrap, a spurious return)
+        target = ((seen + 1 + 2**31) % 2**32) - 2**31
+        native.wait_i32(word, native.CMP_GE, target, self.base + COMPLETION_SLEEPERS * SLOT,
+                        int(timeout * 1e9), 0)
+        return all(self.get(r, RUNS) >= count for r in range(self.world))
 
     def snapshot(self, ranks):
         out = []

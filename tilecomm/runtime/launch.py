@@ -88,6 +88,9 @@ class Ranks:
         # each rank's last dispatch number: runs continue the count, so a
         # published progress value of an earlier run never satisfies a later wait
         self.seq = [0] * world
+        # runs begun since the control block was last reset: a run is complete
+        # once every rank finished this many (``ControlPlane.runs_finished``)
+        self.runs = 0
         self.failed = False                 # a run failed: these ranks were stopped
         self._closed = False
         # persistent comm domains (prepare(persistent=True)): None = fresh per run
@@ -203,6 +206,7 @@ class Run:
         self._outbox: list = [[] for _ in range(ranks.world)]
         self._pooled: list = []
         self.outcome = None                 # what finish() needs, once begin() succeeded
+        self.index = 0                      # which run of the ranks this is (Ranks.runs)
         self.artefacts = None               # run artefacts (artefacts.RunArtefacts), if asked
 
     def argument_segment(self, nbytes: int):
@@ -302,6 +306,7 @@ def begin(ranks: Ranks, executable, args: list, config, last: bool = False, call
         if idle:
             if reset_control:
                 ranks.control.reset()
+                ranks.runs = 0
             if ranks.persistent is not None and ranks.persistent.reset:
                 ranks.persistent.zero()    # every rank is idle between runs
         host_vals, copies = share_arguments(run, args, executable)   # outputs copied back
@@ -322,6 +327,8 @@ def begin(ranks: Ranks, executable, args: list, config, last: bool = False, call
             raise
         ranks.seq = hr.seq                 # dispatch numbers continue in the next run
         keep = ranks.persistent is not None
+        ranks.runs += 1
+        run.index = ranks.runs
         for r in range(run.world):
             run.send(r, EndRun(keep))
         run.flush()

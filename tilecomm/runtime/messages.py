@@ -49,7 +49,8 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class EndRun:
-    """No more dispatches in this run: report Done once the queue is drained.
+    """No more dispatches in this run: report it finished (``ControlPlane.finish_run``)
+    once the queue is drained.
     ``keep_windows``: the run's windows are persistent (a prepared worker's),
     so the rank keeps them mapped for the next run."""
 
@@ -77,11 +78,7 @@ class BeginRun:
 
 
 # ---------------------------------------------------------------- from a worker
-@dataclass(frozen=True)
-class Done:
-    rank: int
-
-
+# (a finished run is not a message: ``ControlPlane.finish_run``)
 @dataclass(frozen=True)
 class Failed:
     """A dispatch raised: what the controller reports, in user terms."""
@@ -101,7 +98,7 @@ class Disconnected:
 
 
 # ---------------------------------------------------------------- the wire
-_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Done, Failed, Batch, BeginRun)
+_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Failed, Batch, BeginRun)
 _TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
 _BATCH = _TAG[Batch]
 _DISPATCH = _TAG[Dispatch]

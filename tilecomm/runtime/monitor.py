@@ -1,5 +1,5 @@
-"""Watching a run: collect Done / Failed messages, notice dead ranks, and
-detect a deadlock exactly at quiescence.
+"""Watching a run: wait for every rank to finish it, collect Failed messages,
+notice dead ranks, and detect a deadlock exactly at quiescence.
 
 The monitor reads rank states and wait records through the control plane
 and cell values through the transport; it never touches rank memory itself.
@@ -16,29 +16,38 @@ from . import control as C
 from . import shmspace
 from . import taskplane
 from .launcher import describe_exit
-from .messages import Done, Failed
+from .messages import Failed
 
 POLL_S = 0.02
 
 
 def monitor(run) -> None:
-    """Return once every rank reported Done; raise on the first failure."""
+    """Return once every rank finished the run; raise on the first failure.
+
+    Completion arrives through the control plane (``wait_runs``: the last
+    rank to finish wakes the controller once), failures and deaths through
+    the ranks' channels: a failing rank wakes the controller after its
+    ``Failed`` message, a dead one is seen as a closed channel when the wait
+    times out.  A deadlock is quiet: it is looked for only after a wait that
+    timed out with nothing received."""
     ranks = run.ranks
+    control = ranks.control
     quiet_since = None
-    while len(run.done) < run.world:
+    while True:
+        if control.wait_runs(run.index, POLL_S):
+            run.done.update(range(run.world))
+            return
+        # ranks that finished are not live: their channel and state belong
+        # to the next run already (a pipelined one) or to nothing
+        run.done.update(r for r in range(run.world) if control.runs_finished(r) >= run.index)
         live = [r for r in range(run.world) if r not in run.done]
-        received = ranks.launcher.receive(live, POLL_S)
+        received = ranks.launcher.receive(live, 0)
         for rank, msg in received:
             if msg is None:
                 raise rank_died(ranks.launcher, rank)
-            if isinstance(msg, Done):
-                run.done.add(rank)
-            elif isinstance(msg, Failed):
+            if isinstance(msg, Failed):
                 raise rank_error(msg)
         if received:
-            # a rank reported: the run moved, and a run that finishes is not
-            # looked at for quiescence at all (a deadlock is quiet: it is
-            # found after a poll that received nothing)
             continue
         blocked = quiescent(run)
         if blocked is None:

@@ -1,7 +1,7 @@
 """Submitted calls that were sent to the ranks before the ones ahead of them
 finished (``DistributedWorker.submit`` on a worker that pipelines): the
-second halves of their runs (``launch.finish``: collect every rank's Done,
-copy outputs back), finished strictly in submission order.
+second halves of their runs (``launch.finish``: wait until every rank
+finished the run, copy outputs back), finished strictly in submission order.
 
 Who finishes them: whichever thread needs one first.  A caller that asks for
 a result (``handle.result()``), submits a third call, or makes a blocking
@@ -12,10 +12,10 @@ finishes a run nobody asked for once it is ``GRACE_S`` old, so a call whose
 caller does other work still completes, has its failure or deadlock
 detected and stops its ranks.
 
-Order: a rank reports the Done of its runs in the order it ran them, and a
-run's monitor reads exactly one Done per rank, so runs must be finished one
-at a time, oldest first: ``_finishing`` is held while one is, and a run
-leaves the queue only once finished.
+Order: a rank finishes its runs in the order it received them, and a
+run's monitor takes a Failed message on a rank's channel for its own, so
+runs must be finished one at a time, oldest first: ``_finishing`` is held
+while one is, and a run leaves the queue only once finished.
 """
 from __future__ import annotations
 

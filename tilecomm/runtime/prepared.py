@@ -259,7 +259,8 @@ class DistributedWorker:
     def _live_ranks(self) -> Ranks:
         """The ranks, started afresh if none or a rank died while idle (under _lock).
         While a pipelined call is in flight the ranks are not idle (a readable
-        channel is its Done, not a death): the monitor of that call watches them."""
+        channel may be its Failed, not a death): the monitor of that call
+        watches them."""
         with self._pending_lock:
             idle = self._sent == 0
         if self._ranks is not None and (self._ranks.failed or

@@ -86,10 +86,11 @@ def worker_main(rank: int, ranks, conn) -> int:
                     M.send(conn, M.Failed(rank, "run artefacts", f"{type(e).__name__}: {e}",
                                           f"{type(e).__name__}: {e}", type(e).__name__,
                                           getattr(e, "code", None), None))
+                    control.wake_controller()   # the message is read now, not a slice later
                     return M.EXIT_FAILED
                 dfx = None
             control.set_state(rank, C.FINISHED)
-            M.send(conn, M.Done(rank))
+            control.finish_run(rank)        # the last rank to finish wakes the controller
             if not msg.keep_windows:        # persistent windows stay mapped for the next run
                 transport.end_run()         # unmap this run's segments (being unlinked)
             hosts.close()
@@ -130,6 +131,7 @@ def worker_main(rank: int, ranks, conn) -> int:
             control.set_state(rank, C.FAILED)
             summary, text, (etype, code, span) = format_failure(e, image, msg.loc)
             M.send(conn, M.Failed(rank, fname, summary, text, etype, code, span))
+            control.wake_controller()
             if dfx is not None:
                 dfx.salvage()
             return M.EXIT_FAILED
