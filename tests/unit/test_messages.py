@@ -79,3 +79,23 @@ def test_descriptors_arrive_with_their_element_types():
         if isinstance(a, (WindowRef, HostRef)):
             assert isinstance(b.dtype, np.dtype) and b.dtype == a.dtype
     assert got.args[0].buffer == _BUF and got.args[0].buffer.domain_rank(2) == 1
+
+
+def test_a_window_table_decodes_equal_descriptors_to_one_object():
+    """With a table kept across messages (a rank's inbox keeps one), a window
+    descriptor seen before decodes to the same WindowRef, equal to the one
+    sent; the table never holds more than ``WINDOW_MEMO`` descriptors."""
+    sent = SAMPLES[2]
+    table: dict = {}
+    first = M.decode(M.encode(sent), table)
+    again = M.decode(M.encode(sent), table)
+    assert first == sent and again == sent
+    windows = [(a, b) for a, b in zip(first.args, again.args) if isinstance(a, WindowRef)]
+    assert windows and all(a is b for a, b in windows)
+    for i in range(M.WINDOW_MEMO + 10):
+        buf = WindowBuffer(i, f"b{i}", 4, (0,), (f"seg-{i}",))
+        msg = M.Dispatch(image_key=1, fname="f", seq=i, args=(WindowRef(buf, (1,), np.dtype(np.int32)),),
+                         deps=(), loc=0)
+        got = M.decode(M.encode(msg), table)
+        assert got == msg
+        assert len(table) <= M.WINDOW_MEMO

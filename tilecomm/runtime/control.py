@@ -169,6 +169,9 @@ ABORT = 0              # header slot: nonzero once the controller aborted the ca
 # (bumped by every wake-up), and how many controllers sleep there (a rank
 # makes the wake-up syscall only then)
 COMPLETION, COMPLETION_SLEEPERS = 1, 2
+# header slot: how many ranks sleep in ``wait_done`` (a rank publishing its
+# progress makes the wake-up syscall only then: it publishes after every dispatch)
+DONE_SLEEPERS = 3
 SLOT = 8
 _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "expected"),
            (W_LOC, "loc"), (W_PEER, "peer"), (W_FUNC, "func"), (W_COLS, "cols"),
@@ -224,14 +227,18 @@ class ShmControlPlane(ControlPlane):
         return native.load_i64(self._counters + (COUNTER_SLOTS * rank + buffer_id) * SLOT)
 
     def publish_done(self, rank, seq):
-        # a seq_cst store that always wakes: waiters of dispatch progress are rare
-        native.notify_i32(self.slot_addr(rank, DONE_SEQ), 1, seq, 0)
+        # a seq_cst store, then a futex wake-up only if some rank sleeps in
+        # wait_done (waiters of dispatch progress are rare; the native core
+        # argues why a sleeper counted there cannot miss it)
+        native.notify_i32(self.slot_addr(rank, DONE_SEQ), native.OP_SET, seq,
+                          self.base + DONE_SLEEPERS * SLOT)
 
     def wait_done(self, rank, seq, spin, hooks):
         addr = self.slot_addr(rank, DONE_SEQ)
+        sleepers = self.base + DONE_SLEEPERS * SLOT
         if hooks is None:
-            return native.wait_i32(addr, 1, seq, 0, SPIN_WINDOW_NS, spin)[0]
-        sleep_wait(addr, 1, seq, 0, hooks)
+            return native.wait_i32(addr, native.CMP_GE, seq, sleepers, SPIN_WINDOW_NS, spin)[0]
+        sleep_wait(addr, native.CMP_GE, seq, sleepers, hooks)
         return True
 
     def aborted(self):

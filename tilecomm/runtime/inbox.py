@@ -54,6 +54,7 @@ class Inbox:
         self._pumping = False                # the pump owns the channel (main thread only)
         self._turns: queue.SimpleQueue | None = None   # the pump's requests; None: not started
         self._pump_thread: threading.Thread | None = None
+        self._windows: dict = {}             # decoded window descriptors (messages.decode)
 
     def pending(self) -> bool:
         """Whether a message is ready without reading the channel."""
@@ -76,7 +77,7 @@ class Inbox:
 
     def _read(self) -> tuple:
         try:
-            msg = M.receive(self._conn)
+            msg = M.receive(self._conn, self._windows)
         except (EOFError, OSError):
             return (M.Disconnected(),)
         return msg.messages if isinstance(msg, M.Batch) else (msg,)

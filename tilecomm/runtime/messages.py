@@ -9,11 +9,15 @@ host-tensor descriptors among a dispatch's arguments travel as plain tuples
 with their element type spelled as a string (an ``np.dtype`` pickles through
 its reduce protocol, several µs each way): a prepared call's encode + decode
 went from about 20 µs to 4 µs per rank.  ``send`` / ``receive`` are the only
-places that know this."""
+places that know this.  The messages are plain slotted dataclasses, not
+frozen ones: a frozen dataclass's ``__init__`` sets each field through
+``object.__setattr__``, about three times the cost, paid for every dispatch
+by the controller and again by the rank.  Nothing changes a message once
+built."""
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -27,14 +31,14 @@ EXIT_ABORTED = 3         # the controller aborted the call while this rank waite
 
 
 # ---------------------------------------------------------------- to a worker
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LoadImage:
     """A specialisation compiled after the worker was started."""
 
     image: object
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Dispatch:
     """Run function ``fname`` of image ``image_key``: this rank's dispatch
     number ``seq``, after each (rank, seq) of ``deps`` has completed."""
@@ -47,7 +51,7 @@ class Dispatch:
     loc: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class EndRun:
     """No more dispatches in this run: report it finished (``ControlPlane.finish_run``)
     once the queue is drained.
@@ -57,19 +61,19 @@ class EndRun:
     keep_windows: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Batch:
     """Several messages to one rank, in order, sent as one."""
 
     messages: tuple
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Shutdown:
     """Exit once the queue is drained."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class BeginRun:
     """The run about to start writes run artefacts (``artefacts.DfxSettings``);
     sent only then, before its first dispatch."""
@@ -79,7 +83,7 @@ class BeginRun:
 
 # ---------------------------------------------------------------- from a worker
 # (a finished run is not a message: ``ControlPlane.finish_run``)
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Failed:
     """A dispatch raised: what the controller reports, in user terms."""
 
@@ -92,7 +96,7 @@ class Failed:
     span: object
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Disconnected:
     """Not sent: what a worker's reader queues when the channel closes."""
 
@@ -100,6 +104,7 @@ class Disconnected:
 # ---------------------------------------------------------------- the wire
 _KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Failed, Batch, BeginRun)
 _TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
+_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in _KINDS}
 _BATCH = _TAG[Batch]
 _DISPATCH = _TAG[Dispatch]
 # argument descriptors of a dispatch: the first element of their wire tuple
@@ -131,10 +136,22 @@ def _encode_arg(a):
     return a
 
 
-def _decode_arg(x):
+# how many window descriptors a rank keeps decoded (see ``receive``); fresh
+# windows bring new ones every run, so the table is emptied when full
+WINDOW_MEMO = 256
+
+
+def _decode_arg(x, windows):
     if type(x) is tuple and x and type(x[0]) is str:
         if x[0] == _WINDOW_ARG:
-            return WindowRef(WindowBuffer(*x[1:6]), x[6], _local_dtype(x[7]))
+            if windows is None:
+                return WindowRef(WindowBuffer(*x[1:6]), x[6], _local_dtype(x[7]))
+            ref = windows.get(x)
+            if ref is None:
+                if len(windows) >= WINDOW_MEMO:
+                    windows.clear()
+                ref = windows[x] = WindowRef(WindowBuffer(*x[1:6]), x[6], _local_dtype(x[7]))
+            return ref
         if x[0] == _HOST_ARG:
             return HostRef(*x[1:5], _local_dtype(x[5]))
         if x[0] == _PLAIN_ARG:
@@ -143,23 +160,22 @@ def _decode_arg(x):
 
 
 def _encode(msg) -> tuple:
-    # a frozen dataclass without slots keeps its fields in __dict__, in order
     t = type(msg)
     if t is Dispatch:
         return (_DISPATCH, msg.image_key, msg.fname, msg.seq,
                 tuple(_encode_arg(a) for a in msg.args), msg.deps, msg.loc)
     if t is Batch:
         return (_BATCH, tuple(_encode(m) for m in msg.messages))
-    return (_TAG[t], *msg.__dict__.values())
+    return (_TAG[t], *[getattr(msg, f) for f in _FIELDS[t]])
 
 
-def _decode(wire: tuple):
+def _decode(wire: tuple, windows=None):
     tag, *fields = wire
     if tag == _DISPATCH:
         key, fname, seq, args, deps, loc = fields
-        return Dispatch(key, fname, seq, tuple(_decode_arg(a) for a in args), deps, loc)
+        return Dispatch(key, fname, seq, tuple(_decode_arg(a, windows) for a in args), deps, loc)
     if tag == _BATCH:
-        return Batch(tuple(_decode(m) for m in fields[0]))
+        return Batch(tuple(_decode(m, windows) for m in fields[0]))
     return _KINDS[tag](*fields)
 
 
@@ -168,8 +184,13 @@ def encode(msg) -> bytes:
     return pickle.dumps(_encode(msg), pickle.HIGHEST_PROTOCOL)
 
 
-def decode(data: bytes):
-    return _decode(pickle.loads(data))
+def decode(data: bytes, windows: dict | None = None):
+    """The message of ``data``.  ``windows``: a table the caller keeps from
+    message to message, in which equal window descriptors decode to one
+    shared (immutable) ``WindowRef`` -- a prepared worker's persistent
+    windows come back in every call, and a lookup of their wire tuple costs
+    a fraction of building the descriptor and its dtype again."""
+    return _decode(pickle.loads(data), windows)
 
 
 def send(conn, msg) -> None:
@@ -177,6 +198,7 @@ def send(conn, msg) -> None:
     conn.send_bytes(encode(msg))
 
 
-def receive(conn):
-    """The next message from a connection (EOFError / OSError when it closed)."""
-    return decode(conn.recv_bytes())
+def receive(conn, windows: dict | None = None):
+    """The next message from a connection (EOFError / OSError when it closed);
+    ``windows`` as in ``decode``."""
+    return decode(conn.recv_bytes(), windows)
