@@ -13,6 +13,9 @@ Figures.
   its own window), with fresh windows per call and with persistent windows
   (zeroed before every call, and kept), beside a one-shot call of the same
   program.  Each is the median (and best) of many calls after a warm-up.
+  With each, the CPU time a call costs the controller and each rank process
+  (mean over the same calls): on two shared cores the wall time follows the
+  load, the CPU time much less, so it is the figure to compare across runs.
 * Submit (a submitted call is sent while the one before it still runs, on
   kept persistent windows and on fresh ones): two calls submitted back to
   back and both results taken, against the same two calls made blocking one
@@ -50,21 +53,48 @@ def best_median(ts) -> str:
     return f"{fmt_us(statistics.median(ts))} (best {fmt_us(min(ts))})"
 
 
+def _on_cpu_s(pid: int) -> float:
+    """Seconds process ``pid`` has run on a CPU (the scheduler's own count, in ns)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0]) * 1e-9
+
+
+def timed_with_cpu(rt, call, n: int):
+    """``timed(call, n)`` plus the CPU time per call of the controller (this
+    process, every thread) and of each rank process: on a shared machine a
+    call's wall time depends on the load, its CPU time much less."""
+    pids = [pid for pid, _ in rt._ranks.launcher.workers]
+    c0, r0 = time.process_time(), [_on_cpu_s(p) for p in pids]
+    ts = timed(call, n)
+    c1, r1 = time.process_time(), [_on_cpu_s(p) for p in pids]
+    if [pid for pid, _ in rt._ranks.launcher.workers] != pids:
+        return ts, None                     # the ranks were replaced meanwhile
+    return ts, ((c1 - c0) / n, [(b - a) / n for a, b in zip(r0, r1)])
+
+
+def fmt_cpu(cpu) -> str:
+    if cpu is None:
+        return "?"
+    ctl, ranks = cpu
+    return (f"controller {fmt_us(ctl)} + ranks {' + '.join(fmt_us(r) for r in ranks)} = "
+            f"{fmt_us(ctl + sum(ranks))}")
+
+
 def bench_prepared(args, cfg, rows):
     compiled = trivial_main.compile(1, config=cfg)
     compiled(1)                                          # compile and warm the cache
     oneshot = timed(lambda: compiled(1), args.oneshot)
     log(f"one-shot {best_median(oneshot)}")
-    results = {}
+    results, cpus = {}, {}
     for label, opts in (("fresh windows", {}),
                         ("persistent windows, zeroed", {"persistent": True}),
                         ("persistent windows, kept",
                          {"persistent": True, "reset_persistent_windows": False})):
         with compiled.prepare(**opts) as rt:
             timed(lambda: rt(1), args.warm)
-            ts = timed(lambda: rt(1), args.calls)
+            ts, cpus[label] = timed_with_cpu(rt, lambda: rt(1), args.calls)
         results[label] = ts
-        log(f"prepared, {label}: {best_median(ts)}")
+        log(f"prepared, {label}: {best_median(ts)}; CPU per call: {fmt_cpu(cpus[label])}")
     fresh = statistics.median(results["fresh windows"])
     for label, ts in results.items():
         med = statistics.median(ts)
@@ -75,6 +105,9 @@ def bench_prepared(args, cfg, rows):
             + ("" if not persistent else f"; fresh windows {fmt_us(fresh)}"),
             "≤ 200 µs" if persistent else "—",
             ("pass" if med <= TARGET_PERSISTENT_S else "MISS") if persistent else "info"))
+    for label, cpu in cpus.items():
+        rows.append(Row(f"CPU time per prepared call, {label} (mean of {args.calls})",
+                        fmt_cpu(cpu), "—", "—", "info"))
 
 
 def interleaved(calls: dict, n: int) -> dict:
