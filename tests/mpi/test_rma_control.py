@@ -114,3 +114,14 @@ def test_a_rank_that_never_stops_across_nodes_gets_the_job_aborted():
     assert run.returncode != 0
     assert "rank 0 failed in stuck_chip" in run.stderr
     assert "rank(s) [1] did not stop after the call ended; aborting the MPI job" in run.stderr
+
+
+@pytest.mark.parametrize("n,env", [(2, NODES), (3, NODES), (3, {})],
+                         ids=["nodes-2", "nodes-3", "one-node-3"])
+def test_the_rma_plane_reads_back_what_the_shared_memory_plane_does(n, env):
+    # every rank's operations at once (collective entries from several
+    # threads), compared by process 0 with the same operations replayed on
+    # a ShmControlPlane; a wait on a peer's progress released, one aborted
+    run = run_mpi(n, [script("plane_ops.py")], timeout=120, env=env)
+    assert run.returncode == 0, run.output
+    assert run.rank_out == [f"OK {r}\n" for r in range(n)], run.output

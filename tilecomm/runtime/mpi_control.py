@@ -38,8 +38,15 @@ what it read.  A deadlock is reported only from records read whole.
 Waiting.  No MPI call sleeps until a word changes: ``wait_done`` polls the
 peer's progress slot -- a few reads, then sleeps in slices growing to
 ``transport.mpi.MAX_SLICE_NS``, calling ``hooks.check`` (the abort flag,
-one RMA read, and the wait's time-out) after each.  Polling also drives MPI
-progress, which an ordinary window may need at the target.
+one RMA read, and the wait's time-out) after each.
+
+Progress.  Where the MPI library carries RMA atomics as messages (no
+hardware or shared-memory path between two processes), an access completes
+when the target -- process 0 -- next enters MPI.  During a call process 0
+always does within a millisecond (its launcher probes the ranks' channels
+in slices of at most 1 ms, its monitor reads the block, rank 0's worker
+makes RMA calls of its own); between calls the other processes touch the
+block only once they reached the next call, which process 0 reaches too.
 
 Threads.  A rank's cores are threads sharing the plane (MPI is initialised
 ``MPI_THREAD_MULTIPLE``): every call uses buffers of its own.
