@@ -43,10 +43,12 @@ one RMA read, and the wait's time-out) after each.
 Progress.  Where the MPI library carries RMA atomics as messages (no
 hardware or shared-memory path between two processes), an access completes
 when the target -- process 0 -- next enters MPI.  During a call process 0
-always does within a millisecond (its launcher probes the ranks' channels
-in slices of at most 1 ms, its monitor reads the block, rank 0's worker
-makes RMA calls of its own); between calls the other processes touch the
-block only once they reached the next call, which process 0 reaches too.
+does so often: while it waits for the ranks its launcher probes their
+channels in slices of at most 1 ms and its monitor reads the block, and
+rank 0's worker makes RMA calls of its own; between calls the other
+processes touch the block only once they reached the next call, which
+process 0 reaches too.  So a rank's access may wait that long, never for
+ever.
 
 Threads.  A rank's cores are threads sharing the plane (MPI is initialised
 ``MPI_THREAD_MULTIPLE``): every call uses buffers of its own.
