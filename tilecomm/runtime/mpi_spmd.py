@@ -101,9 +101,9 @@ class MpiControlPlane(C.ShmControlPlane):
 
 class MpiJob:
     """What one set of ranks holds of the MPI job: a communicator of its own
-    for the launcher's messages and the control plane's window, and, where
-    the processes share a node's memory, that window (collective to create
-    and to free)."""
+    (the launcher's messages, the control plane's window) and, when the
+    control plane is node-shared, its window (collective to create and to
+    free; the RMA control plane creates its window itself)."""
 
     def __init__(self, MPI, world: int, shared: bool):
         self.MPI = MPI
