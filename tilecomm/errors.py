@@ -233,7 +233,6 @@ CODES = {
              "orchestrator, or on a tensor local to a task body or kernel)",
     "TC450": "MPI job size differs from the program's world size",
     "TC451": "MPI backend unavailable (mpi4py / an MPI library missing, or no thread support)",
-    "TC452": "MPI job spans several nodes (the MPI backend runs on one node)",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",

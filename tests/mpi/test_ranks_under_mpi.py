@@ -2,7 +2,7 @@
 ``mpiexec -n N`` for N = 1..4: the same programs and the same numpy
 references as on the shared-memory backend, every case of world size N
 (``mpi_plugin.py`` selects them and says which fork-only cases it leaves
-out).  Each MPI process runs the pytest session, so every process checks
+out), on one node and as a job across nodes.  Each MPI process runs the pytest session, so every process checks
 the results it holds."""
 import re
 
@@ -13,13 +13,19 @@ from mpi_jobs import requires_mpi, run_mpi
 pytestmark = requires_mpi
 
 
+# how the job's processes see each other:
+#   shared  one node: shared-memory windows (pool and control plane)
+#   rma     one node, TILECOMM_MPI_DIRECT=0: ordinary MPI windows, every access
+#           to a peer (and to the control plane) an RMA call, as between nodes
+#   nodes   MPICH told that every process is on a node of its own
+#           (MPIR_CVAR_NOLOCAL=1): the backend detects a job across nodes
+LAYOUTS = {"shared": {}, "rma": {"TILECOMM_MPI_DIRECT": "0"}, "nodes": {"MPIR_CVAR_NOLOCAL": "1"}}
+
+
 @pytest.mark.parametrize("n,windows", [(1, "shared"), (2, "shared"), (3, "shared"),
-                                       (4, "shared"), (2, "rma"), (3, "rma")])
+                                       (4, "shared"), (2, "rma"), (2, "nodes"), (3, "nodes")])
 def test_rank_suite_passes_under_mpiexec(n, windows):
-    # "rma": ordinary MPI windows even on one node, so every access to a peer
-    # is an RMA call and the collectives move data by get / put, as between
-    # nodes
-    env = {"TILECOMM_MPI_DIRECT": "0"} if windows == "rma" else {}
+    env = LAYOUTS[windows]
     # a case that hangs one process (its peers wait for it in a collective
     # step) is stopped by its own time-out, which ends the whole job
     run = run_mpi(n, ["-m", "pytest", "-q", "-p", "mpi_plugin", "-p", "no:cacheprovider",

@@ -154,6 +154,21 @@ class ControlPlane(ABC):
 
     def close(self) -> None: ...
 
+    # -- the task-snapshot area (taskplane.py): ``area_bytes`` per rank, the
+    # data's length then the data; a rank writes it before it publishes its
+    # TASKS wait, so the (state, gen) check of a monitor's snapshot covers it
+    area_bytes = 65536     # pages of a memory block are only touched when a rank publishes
+
+    @abstractmethod
+    def write_area(self, rank: int, data: bytes) -> None:
+        """Rank ``rank`` stores ``data`` (at most ``area_bytes - 8`` bytes) in
+        its area, complete when the call returns."""
+
+    @abstractmethod
+    def read_area(self, rank: int) -> bytes | None:
+        """What rank ``rank`` last stored in its area (None if nothing, or a
+        length no write produced: a read that raced a write)."""
+
 
 # ---------------------------------------------------------------- shm block
 (STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, _SPARE, W_FUNC,
@@ -309,3 +324,21 @@ class ShmControlPlane(ControlPlane):
 
     def close(self):
         self.segment.close()
+
+    # -- the task-snapshot area, after the records and counters
+    def _area(self, rank):
+        return control_size(self.world) + self.area_bytes * rank
+
+    def write_area(self, rank, data):
+        if len(data) > self.area_bytes - 8:
+            raise ValueError(f"{len(data)} bytes do not fit a task-snapshot area")
+        start = self._area(rank)
+        self.segment.ndarray(np.uint8, (len(data),), start + 8)[:] = np.frombuffer(data, np.uint8)
+        native.store_i64(self.base + start, len(data))    # seq_cst, after the data
+
+    def read_area(self, rank):
+        start = self._area(rank)
+        n = native.load_i64(self.base + start)
+        if not 0 < n <= self.area_bytes - 8:
+            return None
+        return self.segment.ndarray(np.uint8, (n,), start + 8).tobytes()

@@ -19,11 +19,16 @@ Inputs: the tensors process 0 passed are the ones the program reads; the
 others' arguments are only written (outputs).  Window buffers live in the
 job's MPI RMA window (``transport/mpi.py``).  The control plane -- rank
 states, published waits, dispatch progress, collective counts, task
-snapshots -- is one ``MPI_Win_allocate_shared`` window held by process 0
-that every process maps, so it is the shared-memory control plane's code on
-MPI-allocated memory; host tensors are process 0's /dev/shm segments, which
-the workers map by name.  Both need the processes on one node, which the
-transport checks before anything is allocated (TC452).
+snapshots -- is a block held by process 0, in one of two layouts, chosen
+as the window pool's (``MpiHost.pool.shared``):
+
+* every process on one node, and ``TILECOMM_MPI_DIRECT`` not 0: one
+  ``MPI_Win_allocate_shared`` window that every process maps, so it is the
+  shared-memory control plane's code on MPI-allocated memory
+  (``MpiControlPlane``);
+* otherwise (across nodes, or ``TILECOMM_MPI_DIRECT=0`` to run on one
+  machine exactly as across nodes): an ordinary MPI window reached by RMA
+  calls only (``mpi_control.RmaControlPlane``).
 
 Every collective MPI step (window creation and freeing, the outcome's
 broadcast) is made by every process in the same order: ranks are set up and
@@ -50,6 +55,7 @@ from . import control as C
 from . import taskplane
 from .config import from_env
 from .executable import to_numpy
+from .mpi_control import RmaControlPlane
 from .mpi_launcher import TAG_EXIT, MpiLauncher, ProcessEnd
 from .worker import worker_main
 
@@ -95,13 +101,17 @@ class MpiControlPlane(C.ShmControlPlane):
 
 class MpiJob:
     """What one set of ranks holds of the MPI job: a communicator of its own
-    for the launcher's messages and the control window (collective to create
-    and to free)."""
+    (the launcher's messages, the control plane's window) and, when the
+    control plane is node-shared, its window (collective to create and to
+    free; the RMA control plane creates its window itself)."""
 
-    def __init__(self, MPI, world: int):
+    def __init__(self, MPI, world: int, shared: bool):
         self.MPI = MPI
         self.comm = MPI.COMM_WORLD.Dup()
         self.me = self.comm.Get_rank()
+        self.win = self.memory = None
+        if not shared:
+            return                     # the RMA control plane makes its own window
         nbytes = C.control_size(world) + taskplane.area_size(world)
         self.win = MPI.Win.Allocate_shared(nbytes if self.me == 0 else 0, 8, comm=self.comm)
         mem, _ = self.win.Shared_query(0)
@@ -113,7 +123,8 @@ class MpiJob:
 
     def close(self):
         self.memory = None
-        self.win.Free()
+        if self.win is not None:
+            self.win.Free()
         self.comm.Free()
 
 
@@ -127,8 +138,10 @@ def set_up(ranks) -> None:
                           code="TC402")
     ranks.transport = MpiHost(ranks.world, pool_bytes=int(mb) << 20 if mb else None,
                               direct=from_env().get("mpi_direct", True))
-    job = MpiJob(MPI, ranks.world)
-    ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job)
+    shared = ranks.transport.pool.shared
+    job = MpiJob(MPI, ranks.world, shared)
+    ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job) if shared else \
+        RmaControlPlane(job.comm, ranks.world, job)
     ranks.launcher = MpiLauncher(ranks.world, MPI, job.comm, ranks.images)
     ranks.spmd = Spmd(MPI, job)
 

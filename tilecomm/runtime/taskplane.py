@@ -1,35 +1,31 @@
 """What a rank running tasks publishes for the monitor when all of it is
 blocked: a snapshot of its scheduler (each core's task and blocked wait, each
 deferred TaskId with its conditions, the tasks still queued and what they
-wait for), in an area of the control segment after the rank records.
+wait for), as JSON in the rank's area of the control plane
+(``ControlPlane.write_area`` / ``read_area``: memory after the rank records,
+reached however the plane reaches the rest).
 
 The snapshot is written first; then the rank's own record is published as a
-wait of kind ``TASKS`` (record, generation, state BLOCKED -- the same seq_cst
-order as any wait), so a monitor that reads BLOCKED with an unchanged
+wait of kind ``TASKS`` (record, generation, state BLOCKED -- the same order
+as any wait), so a monitor that reads BLOCKED with an unchanged
 generation before and after reading the snapshot has read the snapshot of
 that blocked state.  The monitor checks every cell in it itself: a snapshot
 only says which cells, never whether they are satisfied.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 
-from .. import _native_core as native
 from . import control as C
 
 TASKS = -2             # WaitRecord.buffer of a rank whose waits are in its task area
-AREA = 65536           # bytes per rank (pages are only touched when a rank publishes)
+AREA = C.ControlPlane.area_bytes     # bytes per rank
 LIST_MAX = 48          # queued / ready entries in a snapshot (the rest are counted)
 CONDS_MAX = 8          # conditions listed per deferred TaskId besides the pending one
 
 
 def area_size(world: int) -> int:
     return AREA * world
-
-
-def _area(control, rank: int) -> int:
-    return control.base + C.control_size(control.world) + AREA * rank
 
 
 def _wait(w):
@@ -105,19 +101,16 @@ def publish(rc, sched) -> None:
             for d in snap["deferred"]:
                 d["conds"] = []
         data = json.dumps(snap, separators=(",", ":")).encode()
-    addr = _area(rc.control, rc.device)
-    ctypes.memmove(addr + 8, data, len(data))
-    native.store_i64(addr, len(data))
+    rc.control.write_area(rc.device, data)
     rc.control.publish_wait(rc.device, C.WaitRecord(TASKS, 0, 0, 0, -1, -1, rc.func_id, 1, 1))
 
 
 def read(control, rank: int) -> dict | None:
     """The monitor's side: the last snapshot rank ``rank`` published."""
-    addr = _area(control, rank)
-    n = native.load_i64(addr)
-    if not 0 < n <= AREA - 8:
+    data = control.read_area(rank)
+    if data is None:
         return None
     try:
-        return json.loads(ctypes.string_at(addr + 8, n))
+        return json.loads(data)
     except ValueError:
         return None

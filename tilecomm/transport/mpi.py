@@ -12,6 +12,10 @@ any rank can see it; the offset goes back to 0 when a run starts.  On one
 node the pool window is an ``MPI_Win_allocate_shared`` window: every process
 maps every pool, which is what :meth:`MpiEndpoint.peer_view` hands to the
 collectives for direct loads and stores (the reason MPI offers such windows).
+Otherwise -- the job spans nodes, or ``TILECOMM_MPI_DIRECT=0`` asks to run
+as if it did -- it is an ordinary ``MPI_Win_allocate`` window, every access
+to a peer an RMA call; the job's control plane follows the same choice
+(``runtime/mpi_spmd.py``).
 
 Passive target, one epoch: each process opens ``MPI_Win_lock_all`` once and
 keeps it; completion is ``MPI_Win_flush`` to the target after every

@@ -100,22 +100,21 @@ def on_one_node(comm) -> bool:
 
 
 def check_job(comm, world: int) -> None:
-    """Collective: the job's size must be the program's world size (TC450),
-    and, in this version of the backend, every process on one node (TC452).
-    Every process raises the same error, so none is left waiting."""
+    """Collective: the job's size must be the program's world size (TC450);
+    every process raises the same error, so none is left waiting.  Then, on
+    each node, the MPI library's /dev/shm files are unlinked (the job may
+    span nodes: the backend then reaches peers by RMA calls only)."""
     size = comm.Get_size()
     if size != world:
         raise ConfigError(f"the program runs on {world} rank(s) (DistributedConfig.device_ids) "
                           f"but the MPI job has {size} process(es)", code="TC450",
                           hint=f"run it with mpiexec -n {world}, or give device_ids {size} "
                                f"entries")
-    if on_one_node(comm):
-        unlink_library_segments(comm)
-    else:
-        raise ConfigError("the processes of this MPI job span several nodes; the MPI backend "
-                          "keeps its control window and host tensors in node-shared memory "
-                          "and runs on one node", code="TC452",
-                          hint="run every process on one host (mpiexec -n N -hosts <one host>)")
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        unlink_library_segments(node)
+    finally:
+        node.Free()
 
 
 def mpiexec_path() -> str | None:
@@ -163,8 +162,8 @@ def unlink_backing_file(comm, addr: int) -> None:
 
 
 def unlink_library_segments(comm) -> None:
-    """Collective, on one node: remove the /dev/shm files the MPI library
-    mapped at initialisation (MPICH's intra-node queues), which it would
+    """Collective, on the processes of one node: remove the /dev/shm files
+    the MPI library mapped at initialisation (MPICH's intra-node queues), which it would
     otherwise unlink only in ``MPI_Finalize`` -- never, if the job is
     killed.  Every process has mapped them once ``MPI_Init`` returned."""
     _unlink_on_rank0(comm, [p for p in _shm_files() if os.path.basename(p).startswith("mpich")])
