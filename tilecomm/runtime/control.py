@@ -204,6 +204,8 @@ class ShmControlPlane(ControlPlane):
         self.world = world
         self._gen = 0                  # rank side: this process's block count
         self._counters = self.base + (HEADER_SLOTS + RECORD_SLOTS * world) * SLOT
+        # every rank's count of finished runs, read on every call's completion
+        self._runs = [self.slot_addr(r, RUNS) for r in range(world)]
 
     def attach(self):
         return ShmControlPlane(Segment.attach(self.segment.name), self.world)
@@ -260,16 +262,22 @@ class ShmControlPlane(ControlPlane):
         return native.load_i64(self.base + ABORT * SLOT) != 0
 
     def finish_run(self, rank):
-        n = self.get(rank, RUNS) + 1       # only this rank writes its own count
-        self.set(rank, RUNS, n)
+        mine = self._runs[rank]
+        n = native.load_i64(mine) + 1      # only this rank writes its own count
+        native.store_i64(mine, n)
         # Who wakes the controller: each rank stores its count, then loads
         # every other one (all seq_cst).  Of two ranks finishing run n at
         # once, the one whose store comes second in the total order sees
         # the other's, so at least one of them finds every count >= n.
-        for r in range(self.world):
-            if r != rank and self.get(r, RUNS) < n:
-                return
-        self.wake_controller()
+        if self._all_finished(n):
+            self.wake_controller()
+
+    def _all_finished(self, count) -> bool:
+        load = native.load_i64
+        for addr in self._runs:
+            if load(addr) < count:
+                return False
+        return True
 
     def wake_controller(self):
         # the bump comes before the wake-up check: a controller that loaded
@@ -304,13 +312,13 @@ class ShmControlPlane(ControlPlane):
         # run after they were read bumps it after this load, so the wait
         # below returns at once (see ``finish_run``)
         seen = native.load_i32(word)
-        if all(self.get(r, RUNS) >= count for r in range(self.world)):
+        if self._all_finished(count):
             return True
         # "changed": >= seen + 1 as int32 (at the wrap, a spurious return)
         target = ((seen + 1 + 2**31) % 2**32) - 2**31
         native.wait_i32(word, native.CMP_GE, target, self.base + COMPLETION_SLEEPERS * SLOT,
                         int(timeout * 1e9), 0)
-        return all(self.get(r, RUNS) >= count for r in range(self.world))
+        return self._all_finished(count)
 
     def snapshot(self, ranks):
         out = []

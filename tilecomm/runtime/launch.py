@@ -91,6 +91,8 @@ class Ranks:
         # runs begun since the control block was last reset: a run is complete
         # once every rank finished this many (``ControlPlane.runs_finished``)
         self.runs = 0
+        # (rank, message) read by a run's monitor that belongs to a later run
+        self.held: list = []
         self.failed = False                 # a run failed: these ranks were stopped
         self._closed = False
         # persistent comm domains (prepare(persistent=True)): None = fresh per run

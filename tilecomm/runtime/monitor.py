@@ -37,12 +37,19 @@ def monitor(run) -> None:
         if control.wait_runs(run.index, POLL_S):
             run.done.update(range(run.world))
             return
-        # ranks that finished are not live: their channel and state belong
-        # to the next run already (a pipelined one) or to nothing
-        run.done.update(r for r in range(run.world) if control.runs_finished(r) >= run.index)
         live = [r for r in range(run.world) if r not in run.done]
-        received = ranks.launcher.receive(live, 0)
+        received = _held(ranks, live) + ranks.launcher.receive(live, 0)
+        # The counts are read after the channels: a rank that finished this
+        # run before it sent a message or closed its channel shows it now.
+        # Its message then belongs to a later run (a pipelined one failed) and
+        # is kept for that run's monitor; its closed channel is its exit
+        # after its last run.  Ranks that finished are not live any more.
+        run.done.update(r for r in range(run.world) if control.runs_finished(r) >= run.index)
         for rank, msg in received:
+            if rank in run.done:
+                if msg is not None:
+                    ranks.held.append((rank, msg))
+                continue
             if msg is None:
                 raise rank_died(ranks.launcher, rank)
             if isinstance(msg, Failed):
@@ -57,6 +64,15 @@ def monitor(run) -> None:
         elif time.monotonic() - quiet_since >= run.config.deadlock_timeout_s:
             raise DeadlockError(deadlock_report(blocked, run.world, run.done),
                                 [b.as_dict() for b in blocked])
+
+
+def _held(ranks, live) -> list:
+    """Messages an earlier run's monitor read for a later run, of ``live`` ranks."""
+    if not ranks.held:
+        return []
+    mine = [(r, m) for r, m in ranks.held if r in live]
+    ranks.held = [(r, m) for r, m in ranks.held if r not in live]
+    return mine
 
 
 def rank_died(launcher, rank) -> RankFailure:
