@@ -109,13 +109,6 @@ def test_a_killed_process_across_nodes_ends_the_job_and_leaves_nothing(n, victim
     assert "signal 9" in run.output
 
 
-def test_a_rank_that_never_stops_across_nodes_gets_the_job_aborted():
-    run = run_mpi(2, [FAILURES, "stuck", "2"], timeout=120, env=NODES)
-    assert run.returncode != 0
-    assert "rank 0 failed in stuck_chip" in run.stderr
-    assert "rank(s) [1] did not stop after the call ended; aborting the MPI job" in run.stderr
-
-
 @pytest.mark.parametrize("n,env", [(2, NODES), (3, NODES), (3, {})],
                          ids=["nodes-2", "nodes-3", "one-node-3"])
 def test_the_rma_plane_reads_back_what_the_shared_memory_plane_does(n, env):

@@ -11,7 +11,6 @@ import threading
 import time
 import traceback
 
-import numpy as np
 
 from tilecomm.runtime import control as C
 from tilecomm.runtime.mpi_control import RmaControlPlane
