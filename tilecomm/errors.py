@@ -234,6 +234,8 @@ CODES = {
     "TC450": "MPI job size differs from the program's world size",
     "TC451": "MPI backend unavailable (mpi4py / an MPI library missing, or no thread support)",
     "TC452": "MPI job spans several nodes (the MPI backend runs on one node)",
+    "TC456": "the MPI library's dynamic windows use the separate memory model (host tensors "
+             "across nodes need MPI_WIN_UNIFIED)",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",

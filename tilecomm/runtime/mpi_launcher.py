@@ -12,6 +12,11 @@ No MPI call here blocks in MPI: a blocking receive in MPICH spins a core
 until a message arrives, and ranks may outnumber cores.  Every wait for a
 message probes, then sleeps in slices growing to ``MAX_POLL_S``.
 
+Run artefacts: a worker in another process whose files process 0 cannot
+read (``artefacts.RankArtefacts`` with ``ship``) sends them as a
+``messages.Files`` before its ``Done`` / exit code; the launcher writes them
+as it receives them and passes nothing on, so the monitor never sees one.
+
 Exit codes: a worker's return value (``messages.EXIT_*``) travels back on
 its own tag once the worker has ended; a process that dies takes the job
 with it (mpiexec ends every process), so no "channel closed" is reported.
@@ -26,6 +31,7 @@ import numpy as np
 
 from . import cleanup
 from . import messages as M
+from .artefacts import write_files
 from .launcher import Launcher
 
 __all__ = ["MpiLauncher", "ProcessEnd", "TAG_DOWN", "TAG_EXIT", "TAG_UP"]
@@ -160,9 +166,11 @@ class MpiLauncher(Launcher):
             # what ranks sent after the first failure was raised (their own
             # Failed, a late Done) must not be read as the next call's: each
             # worker sent it before its exit code, which has arrived
-            while _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_UP,
-                           self._status) is not None:
+            try:
+                self._take_up()
+            except Exception:
                 pass
+            self._held = []
         finally:
             self.in_run = False
             self._down = self._up = None
@@ -221,6 +229,19 @@ class MpiLauncher(Launcher):
         else:
             self.comm.Send([data, self.MPI.BYTE], rank, TAG_DOWN)
 
+    def _take_up(self) -> None:
+        """Every message from a worker that has arrived, in order: files
+        written, the others held for ``receive``."""
+        while True:
+            data = _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_UP, self._status)
+            if data is None:
+                return
+            msg = M.receive(_Bytes(data))
+            if type(msg) is M.Files:
+                write_files(msg)
+            else:
+                self._held.append((self._status.Get_source(), msg))
+
     def _collect_exits(self):
         while True:
             data = _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_EXIT, self._status)
@@ -233,11 +254,7 @@ class MpiLauncher(Launcher):
         deadline = time.monotonic() + timeout
 
         def probe():
-            while True:
-                data = _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_UP, self._status)
-                if data is None:
-                    break
-                self._held.append((self._status.Get_source(), M.receive(_Bytes(data))))
+            self._take_up()
             while self._up is not None:
                 try:
                     self._held.append((0, M.receive(_Bytes(self._up.get_nowait()))))
@@ -277,6 +294,13 @@ class MpiLauncher(Launcher):
 
         def probe():
             self._collect_exits()
+            # a worker sends its files (a failed run's salvage) before its
+            # exit code, and they are what the failed call's trace merges: read
+            # after the exit codes, so every file of an exit seen is taken
+            try:
+                self._take_up()
+            except Exception:
+                pass                   # the call's own failure is what is reported
             return True if all(r in self._codes for r in range(self.world)) else None
         poll(probe, deadline)
         self.stuck = [r for r in range(self.world) if r not in self._codes]

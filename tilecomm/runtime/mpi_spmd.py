@@ -22,8 +22,10 @@ states, published waits, dispatch progress, collective counts, task
 snapshots -- is one ``MPI_Win_allocate_shared`` window held by process 0
 that every process maps, so it is the shared-memory control plane's code on
 MPI-allocated memory; host tensors are process 0's /dev/shm segments, which
-the workers map by name.  Both need the processes on one node, which the
-transport checks before anything is allocated (TC452).
+the workers map by name -- or, where the window pool is not node-shared
+memory, reach over RMA in a dynamic window (``mpi_hosts.py``).  The control
+plane needs the processes on one node, which the transport checks before
+anything is allocated (TC452).
 
 Every collective MPI step (window creation and freeing, the outcome's
 broadcast) is made by every process in the same order: ranks are set up and
@@ -50,6 +52,7 @@ from . import control as C
 from . import taskplane
 from .config import from_env
 from .executable import to_numpy
+from .mpi_hosts import open_host_window
 from .mpi_launcher import TAG_EXIT, MpiLauncher, ProcessEnd
 from .worker import worker_main
 
@@ -110,8 +113,12 @@ class MpiJob:
             self.memory[:] = 0
         # nobody reads the block before it is zero (the function's barriers)
         unlink_backing_file(self.comm, self.memory.__array_interface__["data"][0])
+        self.hosts = None        # process 0's host tensors over RMA, if so (mpi_hosts.py)
 
     def close(self):
+        if self.hosts is not None:
+            hosts, self.hosts = self.hosts, None
+            hosts.close()
         self.memory = None
         self.win.Free()
         self.comm.Free()
@@ -129,6 +136,7 @@ def set_up(ranks) -> None:
                               direct=from_env().get("mpi_direct", True))
     job = MpiJob(MPI, ranks.world)
     ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job)
+    job.hosts = open_host_window(MPI, job.comm, ranks.transport.pool.shared)
     ranks.launcher = MpiLauncher(ranks.world, MPI, job.comm, ranks.images)
     ranks.spmd = Spmd(MPI, job)
 
@@ -139,6 +147,7 @@ class Spmd:
     def __init__(self, MPI, job: MpiJob):
         self.MPI = MPI
         self.job = job
+        self.hosts = job.hosts   # None unless ranks reach host tensors over RMA
 
     def execute(self, ranks, executable, args, config, controller):
         if config.dfx_enabled:
@@ -167,11 +176,13 @@ class Spmd:
             launcher.end_call()
             if launcher.stuck:
                 self._give_up(e, launcher)
+            self._withdraw()
             self._bcast(("error", _portable(e)))
             raise
         launcher.end_call()
         if launcher.stuck:
             self._give_up(None, launcher)
+        self._withdraw()
         held = len(ranks.persistent) if ranks.persistent is not None else 0
         self._bcast(("ok", (_result_indices(result, args), held)))
         for i in _outputs(executable, args):
@@ -186,6 +197,11 @@ class Spmd:
             lines.insert(0, f"{type(error).__name__}: {error}")
         print("\n".join(lines), file=sys.stderr, flush=True)
         self.MPI.COMM_WORLD.Abort(1)
+
+    def _withdraw(self):
+        """Every rank is out of the call: detach the host segments it closed."""
+        if self.hosts is not None:
+            self.hosts.withdraw_closed()
 
     def _bcast(self, header):
         self.job.comm.bcast(header, root=0)
