@@ -49,6 +49,15 @@ published progress.  The same order in reverse covers process 0's rank 0
 worker, which writes the mapped segment directly: a remote fetch follows
 rank 0's published completion, and a store visible to process 0 is visible
 to RMA reads in the unified model.
+
+Progress.  MPI moves RMA data without the target's help only where the
+network does it in hardware; otherwise (MPICH's shared-memory path for
+dynamic windows, TCP) a get or put into process 0's memory advances only
+when process 0 calls into MPI.  Process 0 does so while a call runs -- its
+launcher probes for the ranks' messages -- but backs off to sleeps of 1 ms
+between probes, so one fetch of a large tensor, moved in many small steps,
+took about 100 ms per MiB here.  With a host window its sleeps stop at
+``PROGRESS_PAUSE_S`` while a call runs (nothing changes between calls).
 """
 from __future__ import annotations
 
@@ -64,14 +73,18 @@ __all__ = ["HostWindow", "RmaHostTensors", "open_host_window"]
 
 # one MPI call moves at most this many bytes (its count is a C int)
 CHUNK = 1 << 30
+# process 0's longest sleep between probes of its channel while a call runs
+# (see "Progress" in the module doc)
+PROGRESS_PAUSE_S = 50e-6
 
 
-def open_host_window(MPI, comm, shared: bool):
+def open_host_window(MPI, comm, shared: bool, launcher):
     """The job's host window, or None where the processes map process 0's
     segments (``shared``: the window pool is node-shared memory).  Collective
-    over ``comm``."""
+    over ``comm``; shortens ``launcher``'s sleeps between probes (process 0)."""
     if shared:
         return None
+    launcher.max_pause = min(launcher.max_pause, PROGRESS_PAUSE_S)
     return HostWindow(MPI, comm)
 
 

@@ -55,9 +55,9 @@ def _bytes_of(msg) -> bytes:
 SHUTDOWN = _bytes_of(M.Shutdown())
 
 
-def poll(probe, deadline: float | None = None):
+def poll(probe, deadline: float | None = None, max_pause: float = MAX_POLL_S):
     """Call ``probe()`` until it returns something, backing off from a few
-    quick probes to sleeps of ``MAX_POLL_S``; None once ``deadline`` passed."""
+    quick probes to sleeps of ``max_pause``; None once ``deadline`` passed."""
     pause = 0.0
     while True:
         got = probe()
@@ -67,7 +67,7 @@ def poll(probe, deadline: float | None = None):
             return None
         if pause:
             time.sleep(pause)
-            pause = min(pause * 2, MAX_POLL_S)
+            pause = min(pause * 2, max_pause)
         else:
             pause = 1e-5
 
@@ -144,6 +144,10 @@ class MpiLauncher(Launcher):
         self._contexts: dict = {}        # rank -> its worker's RankContext (this process)
         self.served: set = set()         # ranks whose worker got past its start-up
         self._status = MPI.Status()
+        # how long process 0 may sleep between probes while a call runs: every
+        # probe also makes MPI progress, which RMA into process 0's memory may
+        # need (mpi_hosts.py shortens it where ranks reach host tensors so)
+        self.max_pause = MAX_POLL_S
         cleanup.watch(self)              # SIGTERM of process 0 still removes its segments
 
     @property
@@ -266,7 +270,7 @@ class MpiLauncher(Launcher):
                 return out
             return None
 
-        return poll(probe, deadline) or []
+        return poll(probe, deadline, self.max_pause) or []
 
     def exit_code(self, rank, wait=True):
         self._collect_exits()

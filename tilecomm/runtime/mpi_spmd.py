@@ -136,8 +136,8 @@ def set_up(ranks) -> None:
                               direct=from_env().get("mpi_direct", True))
     job = MpiJob(MPI, ranks.world)
     ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job)
-    job.hosts = open_host_window(MPI, job.comm, ranks.transport.pool.shared)
     ranks.launcher = MpiLauncher(ranks.world, MPI, job.comm, ranks.images)
+    job.hosts = open_host_window(MPI, job.comm, ranks.transport.pool.shared, ranks.launcher)
     ranks.spmd = Spmd(MPI, job)
 
 
