@@ -138,10 +138,6 @@ class HostWindow:
                 view, _ = self._attached.pop(seg)
                 self.win.Detach(view)
 
-    @property
-    def attached(self) -> int:
-        return len(self._attached)
-
     # ------------------------------------------------------------ ranks
     def rank_tensors(self, keep: str | None):
         """How the rank of this process reaches host tensors."""

@@ -105,6 +105,7 @@ class MpiJob:
         self.MPI = MPI
         self.comm = MPI.COMM_WORLD.Dup()
         self.me = self.comm.Get_rank()
+        self.hosts = None        # process 0's host tensors over RMA, if so (mpi_hosts.py)
         nbytes = C.control_size(world) + taskplane.area_size(world)
         self.win = MPI.Win.Allocate_shared(nbytes if self.me == 0 else 0, 8, comm=self.comm)
         mem, _ = self.win.Shared_query(0)
@@ -113,7 +114,6 @@ class MpiJob:
             self.memory[:] = 0
         # nobody reads the block before it is zero (the function's barriers)
         unlink_backing_file(self.comm, self.memory.__array_interface__["data"][0])
-        self.hosts = None        # process 0's host tensors over RMA, if so (mpi_hosts.py)
 
     def close(self):
         if self.hosts is not None:

@@ -193,6 +193,18 @@ def check_prepared(n: int) -> None:
         np.testing.assert_array_equal(back, xs * 4)
         rt.free_stacked_tensor(sx)
         rt.free_stacked_tensor(sy)
+    # a prepared call's intermediates are gone after it: process 0 maps no
+    # more segments after the fifth call than after the first
+    with dep_main.compile(xs, ys, config=config(n)).prepare() as rt:
+        counts = []
+        for k in range(5):
+            ys[...] = np.nan
+            rt(xs + k, ys)
+            produced = xs + k + (np.arange(n, dtype=np.float32) * 2000)[:, None, None]
+            np.testing.assert_array_equal(ys, np.roll(produced, -1, axis=0) * 2)
+            counts.append(mapped_tilecomm_segments())
+        if ME == 0:
+            assert counts[0] > 0 and counts == [counts[0]] * 5, counts
 
 
 def mapped_tilecomm_segments() -> int:
