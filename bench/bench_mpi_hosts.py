@@ -7,6 +7,7 @@ A benchmark, not a test: nothing here asserts speed.
 
     python bench/bench_mpi_hosts.py            # ~30 s
     python bench/bench_mpi_hosts.py --quick    # fewer calls
+    python bench/bench_mpi_hosts.py --quick --rows 1   # 8 KiB tensors
 
 It starts ``mpiexec -n 2`` on itself once per mode and prints the median
 and best time of one call, measured on process 0 (every process makes each
@@ -21,10 +22,10 @@ import time
 
 import numpy as np
 
-R, C = 128, 1024                 # one rank's half: 128 x 1024 FP32 = 512 KiB
+C = 1024                         # a row: 1024 FP32 = 4 KiB; 128 rows = 512 KiB per rank
 
 
-def _program():
+def _program(R: int):
     import tilecomm.language as pl
     import tilecomm.language.distributed as pld
 
@@ -49,9 +50,9 @@ def _program():
     return main
 
 
-def in_job(calls: int) -> None:
+def in_job(calls: int, R: int) -> None:
     from tilecomm.runtime import DistributedConfig, RunConfig
-    main = _program()
+    main = _program(R)
     xs = np.random.default_rng(0).standard_normal((2, R, C)).astype(np.float32)
     ys = np.zeros_like(xs)
     cfg = RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1]))
@@ -82,17 +83,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--in-job", action="store_true")
+    ap.add_argument("--rows", type=int, default=128,
+                    help="rows of 4 KiB per rank (128: a 1 MiB tensor in and out)")
     args = ap.parse_args()
     calls = 50 if args.quick else 300
     if args.in_job:
-        in_job(calls)
+        in_job(calls, args.rows)
         return
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     rows = []
     for label, env in MODES:
         e = dict(os.environ, **env)
         e.pop("TILECOMM_TRANSPORT", None)
-        out = subprocess.run([mpiexec, "-n", "2", sys.executable, __file__, "--in-job"] +
+        out = subprocess.run([mpiexec, "-n", "2", sys.executable, __file__, "--in-job",
+                              "--rows", str(args.rows)] +
                              (["--quick"] if args.quick else []), env=e, capture_output=True,
                              text=True, timeout=600)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("JSON ")]
@@ -100,7 +104,8 @@ def main() -> None:
             sys.exit(f"{label}: the job failed\n{out.stdout}\n{out.stderr}")
         got = json.loads(line[0][5:])
         rows.append((label, got["median"], got["best"]))
-    print(f"prepared 2-rank call, 1 MiB host tensor in + 1 MiB out, {calls} calls")
+    kib = 2 * args.rows * 4
+    print(f"prepared 2-rank call, {kib} KiB host tensor in + {kib} KiB out, {calls} calls")
     print(f"{'host tensors':36s} {'median':>10s} {'best':>10s}")
     for label, med, best in rows:
         print(f"{label:36s} {med * 1e3:8.2f} ms {best * 1e3:8.2f} ms")

@@ -238,31 +238,33 @@ class RmaHostTensors:
         0's memory when this returns."""
         B = self.MPI.BYTE
         put = False
-        for spans in self._spans.values():
-            for f in spans:
-                changed = f.data != f.original
-                if not changed.any():
-                    continue
-                put = True
-                edges = np.flatnonzero(np.diff(changed.view(np.int8), prepend=0, append=0))
-                starts, ends = edges[0::2], edges[1::2]
-                if len(starts) == 1:
-                    a, b = int(starts[0]), int(ends[0])
-                    for at in range(a, b, CHUNK):
-                        n = min(CHUNK, b - at)
-                        self.win.Put([f.data[at:at + n], B], 0, [f.base + f.lo + at, n, B])
-                    continue
-                # several runs: one indexed type describes them in the buffer
-                # and at the target alike (same displacements from its start)
-                t = B.Create_hindexed((ends - starts).tolist(), starts.tolist()).Commit()
-                try:
+        types = []                     # indexed types, freed once the puts completed
+        try:
+            for spans in self._spans.values():
+                for f in spans:
+                    changed = f.data != f.original
+                    if not changed.any():
+                        continue
+                    put = True
+                    edges = np.flatnonzero(np.diff(changed.view(np.int8), prepend=0, append=0))
+                    starts, ends = edges[0::2], edges[1::2]
+                    if len(starts) == 1:
+                        a, b = int(starts[0]), int(ends[0])
+                        for at in range(a, b, CHUNK):
+                            n = min(CHUNK, b - at)
+                            self.win.Put([f.data[at:at + n], B], 0, [f.base + f.lo + at, n, B])
+                        continue
+                    # several runs: one indexed type describes them in the buffer
+                    # and at the target alike (same displacements from its start)
+                    t = B.Create_hindexed((ends - starts).tolist(), starts.tolist()).Commit()
+                    types.append(t)
                     self.win.Put([f.data, 1, t], 0, [f.base + f.lo, 1, t])
-                    self.win.Flush(0)
-                finally:
-                    t.Free()
-        if put:
-            self.win.Flush(0)
-        self._spans = {}
+            if put:
+                self.win.Flush(0)
+        finally:
+            for t in types:
+                t.Free()
+            self._spans = {}
 
     def close(self) -> None:
         """The run ended: drop what the last dispatch fetched."""
