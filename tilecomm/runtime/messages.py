@@ -106,7 +106,7 @@ class Files:
     """Run artefacts a rank wrote where process 0 cannot read them (an MPI
     process on another node): ``files`` is ((path relative to ``root``,
     bytes), ...), to be written under ``root`` (process 0's ``dfx_outputs``)
-    before the rank's next message is handled."""
+    before the rank is seen finished or gone."""
 
     root: str
     files: tuple

@@ -14,8 +14,9 @@ message probes, then sleeps in slices growing to ``MAX_POLL_S``.
 
 Run artefacts: a worker in another process whose files process 0 cannot
 read (``artefacts.RankArtefacts`` with ``ship``) sends them as a
-``messages.Files`` before its ``Done`` / exit code; the launcher writes them
-as it receives them and passes nothing on, so the monitor never sees one.
+``messages.Files`` with a synchronous send (``send_bytes_received``) before
+it reports its run finished or exits; the launcher writes them as it
+receives them and passes nothing on, so the monitor never sees one.
 
 Exit codes: a worker's return value (``messages.EXIT_*``) travels back on
 its own tag once the worker has ended; a process that dies takes the job
@@ -95,6 +96,16 @@ class ProcessEnd:
 
     def send_bytes(self, data: bytes) -> None:
         self.comm.Send([data, self.MPI.BYTE], 0, TAG_UP)
+
+    def send_bytes_received(self, data: bytes) -> None:
+        """Send, and return once process 0 has taken the message off its
+        channel (a synchronous send, polled: a blocking one would spin a
+        core).  Process 0 handles what it takes (``_take_up``) in the thread
+        that also watches this rank's state, before it looks again: whatever
+        this worker does after this returns is seen after the message was
+        handled."""
+        req = self.comm.Issend([data, self.MPI.BYTE], 0, TAG_UP)
+        poll(lambda: True if req.Test() else None)
 
     def recv_bytes(self) -> bytes:
         status = self.MPI.Status()

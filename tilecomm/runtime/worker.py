@@ -59,8 +59,10 @@ def worker_main(rank: int, ranks, conn) -> int:
     window = ranks.spmd.hosts if ranks.spmd is not None else None
     hosts = HostSegments(keep) if window is None else window.rank_tensors(keep)
     rma = hosts if isinstance(hosts, RmaHostTensors) else None
-    # and run artefacts, then written where process 0 cannot read them: sent to it
-    ship = (lambda files: M.send(conn, files)) if rma is not None else None
+    # and run artefacts, then written where process 0 cannot read them: sent
+    # to it, handled there before this rank is seen finished or gone
+    ship = (lambda files: conn.send_bytes_received(M.encode(files))) if rma is not None \
+        else None
     # a prepared worker's persistent windows: one WindowView per (image,
     # buffer, view) kept across runs, so its cell handles and collective plans
     # are resolved once for the worker's lifetime, not once per dispatch
