@@ -96,14 +96,16 @@ class HostWindow:
         self.MPI = MPI
         self.me = comm.Get_rank()
         self.win = MPI.Win.Create_dynamic(comm=comm)
-        model = self.win.Get_attr(MPI.WIN_MODEL)
-        if model != MPI.WIN_UNIFIED:
-            # every process sees the same attribute: all raise, none waits
+        # decided together, so that every process raises or none does
+        unified = comm.allreduce(int(self.win.Get_attr(MPI.WIN_MODEL) == MPI.WIN_UNIFIED),
+                                 op=MPI.MIN)
+        if not unified:
             self.win.Free()
             raise ConfigError("the MPI library's dynamic windows use the separate memory "
-                              "model; host tensors across nodes need MPI_WIN_UNIFIED",
-                              code="TC456",
-                              hint="use MPICH or Open MPI (both unified on common networks)")
+                              "model on some process; host tensors without shared memory "
+                              "need MPI_WIN_UNIFIED", code="TC456",
+                              hint="use an MPI build whose RMA memory model is unified (MPICH's "
+                                   "is), or run every process on one node")
         self.win.Lock_all()            # one passive-target epoch for the window's lifetime
         self._attached: dict = {}      # Segment -> (its uint8 view, base address)
         self._lock = threading.Lock()  # the HOST orchestrator and a call's end
