@@ -233,6 +233,8 @@ CODES = {
              "orchestrator, or on a tensor local to a task body or kernel)",
     "TC450": "MPI job size differs from the program's world size",
     "TC451": "MPI backend unavailable (mpi4py / an MPI library missing, or no thread support)",
+     "TC456": "the MPI library's dynamic windows use the separate memory model (host tensors "
+              "across nodes need MPI_WIN_UNIFIED)",
     "TC501": "peer out of range (runtime)",
     "TC502": "region out of bounds (runtime)",
     "TC503": "invalid runtime value",

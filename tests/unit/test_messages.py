@@ -23,6 +23,7 @@ SAMPLES = [
                      HostRef("seg-h", 16, (2, 3), (24, 8), np.dtype(np.float64)),
                      WindowRef(_BUF, (8,), np.dtype(ml_dtypes.bfloat16)),
                      HostRef("seg-h", 0, (4,), (2,), np.dtype(ml_dtypes.bfloat16)),
+                     HostRef("seg-r", 8, (2,), (4,), np.dtype(np.float32), 0x7F00_0000_1000),
                      ("\0w", "a tuple that only looks like a descriptor"), [1, 2], 3),
                deps=(), loc=2),
     M.EndRun(),
@@ -33,6 +34,8 @@ SAMPLES = [
     M.BeginRun(settings=("dfx_outputs", 4, 2)),
     M.Failed(rank=1, fname="chip", summary="ValueError: bad", text="Traceback ...",
              error_type="ValueError", error_code="TC503", span=Span("p.py", 4, 5, "f")),
+    M.Files(root="/out/dfx_outputs", files=(("rank1/d0/deps.json", b"{}"),
+                                            ("rank1/d0/args_dump/after/00_x.npy", b"\x93NUMPY"))),
 ]
 
 

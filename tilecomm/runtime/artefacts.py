@@ -43,14 +43,23 @@ rank (``messages.BeginRun``) and merges the traces once every rank has
 written its files (before it reports the run done).  The rank side
 (``RankArtefacts``) switches the rank's context to the recording class for
 the run and writes the files.
+
+A rank whose process cannot write the controller's directory (an MPI process
+on another node: ``ship`` given) writes its files to a private temporary
+directory instead and, when it finishes or salvages the run, sends them to
+the controller (``messages.Files``, sent so that the controller has written
+them before it can see the rank finished or gone: ``mpi_launcher``), then
+removes the directory.
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -58,7 +67,7 @@ from ..errors import RuntimeFault
 from ..tools import trace as T
 from .argdumps import (ARGS_DIR, DumpingRankContext, TaskDumps, TracingDumpingRankContext,
                        param_names, unwritable, write_args)
-from .messages import BeginRun
+from .messages import BeginRun, Files
 from .rank import RankContext
 from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
 
@@ -174,10 +183,16 @@ class RunArtefacts:
 class RankArtefacts:
     """A rank's part of one run that writes artefacts."""
 
-    def __init__(self, rank: int, settings: DfxSettings, rc):
+    def __init__(self, rank: int, settings: DfxSettings, rc, ship=None):
         self.rank = rank
         self.s = settings
         self.rc = rc
+        # ship(message): the files go to the controller as a message, written
+        # here first under a private directory (see the module doc)
+        self.ship = ship
+        self.dest = settings.root
+        if ship is not None:
+            self.s = dataclasses.replace(settings, root=tempfile.mkdtemp(prefix="tilecomm-dfx-"))
         self.k = 0
         self.rec = None
         self.meta: list = []                # (k, fname, line) per dispatch
@@ -266,6 +281,16 @@ class RankArtefacts:
                 # dispatch; its events go now
                 rec.dispatches = []
                 rec.cell_keys = {}
+            if self.ship is not None:
+                try:
+                    self.ship(Files(self.dest, _files_under(self.s.root)))
+                finally:
+                    self.close()
+
+    def close(self) -> None:
+        """Remove the private directory of a shipping rank (nothing otherwise)."""
+        if self.ship is not None:
+            shutil.rmtree(self.s.root, ignore_errors=True)
 
     def _write_dispatch(self, dt, line):
         s = self.s
@@ -357,10 +382,37 @@ def _dependency_flows(evs) -> list:
     return flows
 
 
+def _files_under(root: str) -> tuple:
+    """((path relative to ``root``, bytes), ...) of every file under ``root``."""
+    out = []
+    for d, _, names in os.walk(root):
+        for name in sorted(names):
+            path = os.path.join(d, name)
+            with open(path, "rb") as f:
+                out.append((os.path.relpath(path, root), f.read()))
+    return tuple(out)
+
+
+def write_files(msg: Files) -> None:
+    """The controller's side of ``messages.Files``: each file under its root.
+    A path that would leave the root is refused (it came over a channel)."""
+    root = os.path.realpath(msg.root)
+    try:
+        for rel, data in msg.files:
+            path = os.path.realpath(os.path.join(root, rel))
+            if os.path.isabs(rel) or os.path.commonpath([root, path]) != root:
+                raise RuntimeFault(f"run artefact path {rel!r} leaves {root}", code="TC443")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    except OSError as e:
+        raise unwritable(root, e) from None
+
+
 def _write_json(path, obj):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=1)
 
 
 __all__ = ["DfxSettings", "RankArtefacts", "RunArtefacts", "dfx_root", "dispatch_dir",
-           "merged_trace_path"]
+           "merged_trace_path", "write_files"]

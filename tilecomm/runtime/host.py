@@ -32,10 +32,10 @@ class HostTensor:
         self.array = array
         self.base_addr = segment.addr
 
-    def ref(self) -> HostRef:
+    def ref(self, base: int = 0) -> HostRef:
         a = self.array
         return HostRef(self.segment.name, address(a) - self.base_addr, a.shape, a.strides,
-                       a.dtype)
+                       a.dtype, base)
 
     def byte_range(self):
         a = self.array
@@ -75,6 +75,10 @@ class HostRuntime(KernelOps, HostCollectives):
         self._rr = 0
         self._seq = list(call.ranks.seq)    # dispatch numbers continue across runs
         self._access: dict = {}      # segment name -> list of (rank, seq, lo, hi, is_write)
+        # an MPI job whose ranks reach host tensors over RMA: segments are
+        # exposed there as a dispatch first names them (mpi_hosts.py)
+        spmd = call.ranks.spmd
+        self._hosts = spmd.hosts if spmd is not None else None
 
     @property
     def seq(self) -> list:
@@ -172,7 +176,8 @@ class HostRuntime(KernelOps, HostCollectives):
                 if isinstance(a, PlacedTensor) and a.worker_id != device:
                     raise RuntimeFault(f"a device tensor resident on worker {a.worker_id} was "
                                        f"dispatched to device {device}", code="TC418")
-                descs.append(a.ref())
+                descs.append(a.ref() if self._hosts is None else
+                             a.ref(self._hosts.expose(a.segment)))
                 self._track(a, device, seq, d, deps)
             elif isinstance(a, WindowRef):
                 descs.append(a)

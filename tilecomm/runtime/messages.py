@@ -101,8 +101,20 @@ class Disconnected:
     """Not sent: what a worker's reader queues when the channel closes."""
 
 
+# ---------------------------------------------------------------- run artefacts over the channel
+@dataclass(frozen=True)
+class Files:
+    """Run artefacts a rank wrote where process 0 cannot read them (an MPI
+    process on another node): ``files`` is ((path relative to ``root``,
+    bytes), ...), to be written under ``root`` (process 0's ``dfx_outputs``)
+    before the rank is seen finished or gone."""
+
+    root: str
+    files: tuple
+
+
 # ---------------------------------------------------------------- the wire
-_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Failed, Batch, BeginRun)
+_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Failed, Batch, BeginRun, Files)
 _TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
 _FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in _KINDS}
 _BATCH = _TAG[Batch]
@@ -130,7 +142,7 @@ def _encode_arg(a):
         return (_WINDOW_ARG, b.id, b.name, b.nbytes, b.devices, b.segments, a.shape,
                 _wire_dtype(a.dtype))
     if t is HostRef:
-        return (_HOST_ARG, a.segment, a.offset, a.shape, a.strides, _wire_dtype(a.dtype))
+        return (_HOST_ARG, a.segment, a.offset, a.shape, a.strides, _wire_dtype(a.dtype), a.base)
     if t is tuple and a and type(a[0]) is str:
         return (_PLAIN_ARG, a)
     return a
@@ -153,7 +165,7 @@ def _decode_arg(x, windows):
                 ref = windows[x] = WindowRef(WindowBuffer(*x[1:6]), x[6], _local_dtype(x[7]))
             return ref
         if x[0] == _HOST_ARG:
-            return HostRef(*x[1:5], _local_dtype(x[5]))
+            return HostRef(*x[1:5], _local_dtype(x[5]), x[6])
         if x[0] == _PLAIN_ARG:
             return x[1]
     return x

@@ -50,6 +50,15 @@ processes touch the block only once they reached the next call, which
 process 0 reaches too.  So a rank's access may wait that long, never for
 ever.
 
+Run completion.  A rank bumps its own run count (``MPI_SUM``), then reads
+every other rank's; the one that finds them all at its count bumps the
+completion word of the header.  The controller's ``wait_runs`` cannot
+sleep on that word (no futex reaches another node): it polls the counts
+and the word, sleeping ``WAIT_RUNS_PAUSE_S`` between reads and probing
+the job's communicator each time, so that process 0 keeps entering MPI
+while it waits (see Progress: the ranks' accesses to process 0's memory --
+this block, host tensors -- advance on those calls).
+
 Threads.  A rank's cores are threads sharing the plane (MPI is initialised
 ``MPI_THREAD_MULTIPLE``): every call uses buffers of its own.
 """
@@ -68,6 +77,8 @@ __all__ = ["RmaControlPlane"]
 
 HOLDER = 0                     # the process whose memory holds the block
 SPIN_READS = 16                # reads of a progress slot before a wait sleeps
+WAIT_RUNS_PAUSE_S = 50e-6      # the controller's pause between reads of the run counts
+_NO_TAG = 0x7ff0                # a tag no message carries: probed only for progress
 _RECORD_SLOTS = sorted(slot for slot, _ in C._RECORD)
 
 
@@ -94,6 +105,7 @@ class RmaControlPlane(C.ControlPlane):
         self.MPI = MPI
         self.world = world
         self.owner = owner                         # closed after the window (the job)
+        self.comm = comm                           # probed while the controller waits
         self.I64 = MPI.INT64_T
         self._areas = C.control_size(world)
         nbytes = self._areas + self.area_bytes * world
@@ -111,7 +123,7 @@ class RmaControlPlane(C.ControlPlane):
         reset = [C.ABORT]
         for r in range(world):
             base = C.HEADER_SLOTS + C.RECORD_SLOTS * r
-            reset += [base + C.STATE, base + C.DONE_SEQ]
+            reset += [base + C.STATE, base + C.DONE_SEQ, base + C.RUNS]
         counters = C.HEADER_SLOTS + C.RECORD_SLOTS * world
         reset += range(counters, counters + C.COUNTER_SLOTS * world)
         lengths, starts = _slot_runs(sorted(reset))
@@ -201,6 +213,17 @@ class RmaControlPlane(C.ControlPlane):
     def aborted(self):
         return self._load(C.ABORT * C.SLOT) != 0
 
+    def finish_run(self, rank):
+        n = self._fetch_op(self._disp(rank, C.RUNS), 1, self.MPI.SUM) + 1
+        # each bump is complete at the holder before the reads that follow
+        # it, so of two ranks finishing at once the later one sees both
+        # counts (the shared-memory plane's argument, with "flushed")
+        if all(self.get(r, C.RUNS) >= n for r in range(self.world) if r != rank):
+            self.wake_controller()
+
+    def wake_controller(self):
+        self._fetch_op(C.COMPLETION * C.SLOT, 1, self.MPI.SUM)
+
     # ------------------------------------------------------------ controller side
     def reset(self):
         zeros = np.zeros(self._reset_count, np.int64)
@@ -213,6 +236,21 @@ class RmaControlPlane(C.ControlPlane):
 
     def done_seq(self, rank):
         return self.get(rank, C.DONE_SEQ)
+
+    def runs_finished(self, rank):
+        return self.get(rank, C.RUNS)
+
+    def wait_runs(self, count, timeout):
+        deadline = time.monotonic() + timeout
+        word = C.COMPLETION * C.SLOT
+        seen = self._load(word)            # before the counts: see ``finish_run``
+        while True:
+            if all(self.get(r, C.RUNS) >= count for r in range(self.world)):
+                return True
+            if self._load(word) != seen or time.monotonic() >= deadline:
+                return False               # a failing rank woke us, or the slice ended
+            self.comm.Iprobe(self.MPI.ANY_SOURCE, _NO_TAG)   # an MPI call: progress
+            time.sleep(WAIT_RUNS_PAUSE_S)
 
     def snapshot(self, ranks):
         out = []

@@ -12,6 +12,12 @@ No MPI call here blocks in MPI: a blocking receive in MPICH spins a core
 until a message arrives, and ranks may outnumber cores.  Every wait for a
 message probes, then sleeps in slices growing to ``MAX_POLL_S``.
 
+Run artefacts: a worker in another process whose files process 0 cannot
+read (``artefacts.RankArtefacts`` with ``ship``) sends them as a
+``messages.Files`` with a synchronous send (``send_bytes_received``) before
+it reports its run finished or exits; the launcher writes them as it
+receives them and passes nothing on, so the monitor never sees one.
+
 Exit codes: a worker's return value (``messages.EXIT_*``) travels back on
 its own tag once the worker has ended; a process that dies takes the job
 with it (mpiexec ends every process), so no "channel closed" is reported.
@@ -26,6 +32,7 @@ import numpy as np
 
 from . import cleanup
 from . import messages as M
+from .artefacts import write_files
 from .launcher import Launcher
 
 __all__ = ["MpiLauncher", "ProcessEnd", "TAG_DOWN", "TAG_EXIT", "TAG_UP"]
@@ -49,9 +56,9 @@ def _bytes_of(msg) -> bytes:
 SHUTDOWN = _bytes_of(M.Shutdown())
 
 
-def poll(probe, deadline: float | None = None):
+def poll(probe, deadline: float | None = None, max_pause: float = MAX_POLL_S):
     """Call ``probe()`` until it returns something, backing off from a few
-    quick probes to sleeps of ``MAX_POLL_S``; None once ``deadline`` passed."""
+    quick probes to sleeps of ``max_pause``; None once ``deadline`` passed."""
     pause = 0.0
     while True:
         got = probe()
@@ -61,7 +68,7 @@ def poll(probe, deadline: float | None = None):
             return None
         if pause:
             time.sleep(pause)
-            pause = min(pause * 2, MAX_POLL_S)
+            pause = min(pause * 2, max_pause)
         else:
             pause = 1e-5
 
@@ -89,6 +96,16 @@ class ProcessEnd:
 
     def send_bytes(self, data: bytes) -> None:
         self.comm.Send([data, self.MPI.BYTE], 0, TAG_UP)
+
+    def send_bytes_received(self, data: bytes) -> None:
+        """Send, and return once process 0 has taken the message off its
+        channel (a synchronous send, polled: a blocking one would spin a
+        core).  Process 0 handles what it takes (``_take_up``) in the thread
+        that also watches this rank's state, before it looks again: whatever
+        this worker does after this returns is seen after the message was
+        handled."""
+        req = self.comm.Issend([data, self.MPI.BYTE], 0, TAG_UP)
+        poll(lambda: True if req.Test() else None)
 
     def recv_bytes(self) -> bytes:
         status = self.MPI.Status()
@@ -138,6 +155,10 @@ class MpiLauncher(Launcher):
         self._contexts: dict = {}        # rank -> its worker's RankContext (this process)
         self.served: set = set()         # ranks whose worker got past its start-up
         self._status = MPI.Status()
+        # how long process 0 may sleep between probes while a call runs: every
+        # probe also makes MPI progress, which RMA into process 0's memory may
+        # need (mpi_hosts.py shortens it where ranks reach host tensors so)
+        self.max_pause = MAX_POLL_S
         cleanup.watch(self)              # SIGTERM of process 0 still removes its segments
 
     @property
@@ -158,11 +179,13 @@ class MpiLauncher(Launcher):
         try:
             self.stop(STOP_GRACE_S)
             # what ranks sent after the first failure was raised (their own
-            # Failed, a late Done) must not be read as the next call's: each
+            # Failed, late artefacts) must not be read as the next call's: each
             # worker sent it before its exit code, which has arrived
-            while _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_UP,
-                           self._status) is not None:
+            try:
+                self._take_up()
+            except Exception:
                 pass
+            self._held = []
         finally:
             self.in_run = False
             self._down = self._up = None
@@ -221,6 +244,19 @@ class MpiLauncher(Launcher):
         else:
             self.comm.Send([data, self.MPI.BYTE], rank, TAG_DOWN)
 
+    def _take_up(self) -> None:
+        """Every message from a worker that has arrived, in order: files
+        written, the others held for ``receive``."""
+        while True:
+            data = _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_UP, self._status)
+            if data is None:
+                return
+            msg = M.receive(_Bytes(data))
+            if type(msg) is M.Files:
+                write_files(msg)
+            else:
+                self._held.append((self._status.Get_source(), msg))
+
     def _collect_exits(self):
         while True:
             data = _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_EXIT, self._status)
@@ -233,11 +269,7 @@ class MpiLauncher(Launcher):
         deadline = time.monotonic() + timeout
 
         def probe():
-            while True:
-                data = _receive(self.MPI, self.comm, self.MPI.ANY_SOURCE, TAG_UP, self._status)
-                if data is None:
-                    break
-                self._held.append((self._status.Get_source(), M.receive(_Bytes(data))))
+            self._take_up()
             while self._up is not None:
                 try:
                     self._held.append((0, M.receive(_Bytes(self._up.get_nowait()))))
@@ -249,7 +281,7 @@ class MpiLauncher(Launcher):
                 return out
             return None
 
-        return poll(probe, deadline) or []
+        return poll(probe, deadline, self.max_pause) or []
 
     def exit_code(self, rank, wait=True):
         self._collect_exits()
@@ -277,6 +309,13 @@ class MpiLauncher(Launcher):
 
         def probe():
             self._collect_exits()
+            # a worker sends its files (a failed run's salvage) before its
+            # exit code, and they are what the failed call's trace merges: read
+            # after the exit codes, so every file of an exit seen is taken
+            try:
+                self._take_up()
+            except Exception:
+                pass                   # the call's own failure is what is reported
             return True if all(r in self._codes for r in range(self.world)) else None
         poll(probe, deadline)
         self.stuck = [r for r in range(self.world) if r not in self._codes]

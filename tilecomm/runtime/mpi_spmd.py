@@ -30,6 +30,10 @@ as the window pool's (``MpiHost.pool.shared``):
   machine exactly as across nodes): an ordinary MPI window reached by RMA
   calls only (``mpi_control.RmaControlPlane``).
 
+Host tensors are process 0's /dev/shm segments, which the workers map by
+name where the window pool is node-shared memory; otherwise they are reached
+over RMA in a dynamic window (``mpi_hosts.py``).
+
 Every collective MPI step (window creation and freeing, the outcome's
 broadcast) is made by every process in the same order: ranks are set up and
 closed, and calls made, by the same lines of the same script.
@@ -56,6 +60,7 @@ from . import taskplane
 from .config import from_env
 from .executable import to_numpy
 from .mpi_control import RmaControlPlane
+from .mpi_hosts import open_host_window
 from .mpi_launcher import TAG_EXIT, MpiLauncher, ProcessEnd
 from .worker import worker_main
 
@@ -110,6 +115,7 @@ class MpiJob:
         self.comm = MPI.COMM_WORLD.Dup()
         self.me = self.comm.Get_rank()
         self.win = self.memory = None
+        self.hosts = None        # process 0's host tensors over RMA, if so (mpi_hosts.py)
         if not shared:
             return                     # the RMA control plane makes its own window
         nbytes = C.control_size(world) + taskplane.area_size(world)
@@ -122,6 +128,9 @@ class MpiJob:
         unlink_backing_file(self.comm, self.memory.__array_interface__["data"][0])
 
     def close(self):
+        if self.hosts is not None:
+            hosts, self.hosts = self.hosts, None
+            hosts.close()
         self.memory = None
         if self.win is not None:
             self.win.Free()
@@ -143,6 +152,7 @@ def set_up(ranks) -> None:
     ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job) if shared else \
         RmaControlPlane(job.comm, ranks.world, job)
     ranks.launcher = MpiLauncher(ranks.world, MPI, job.comm, ranks.images)
+    job.hosts = open_host_window(MPI, job.comm, ranks.transport.pool.shared, ranks.launcher)
     ranks.spmd = Spmd(MPI, job)
 
 
@@ -152,6 +162,7 @@ class Spmd:
     def __init__(self, MPI, job: MpiJob):
         self.MPI = MPI
         self.job = job
+        self.hosts = job.hosts   # None unless ranks reach host tensors over RMA
 
     def execute(self, ranks, executable, args, config, controller):
         if config.dfx_enabled:
@@ -180,11 +191,13 @@ class Spmd:
             launcher.end_call()
             if launcher.stuck:
                 self._give_up(e, launcher)
+            self._withdraw()
             self._bcast(("error", _portable(e)))
             raise
         launcher.end_call()
         if launcher.stuck:
             self._give_up(None, launcher)
+        self._withdraw()
         held = len(ranks.persistent) if ranks.persistent is not None else 0
         self._bcast(("ok", (_result_indices(result, args), held)))
         for i in _outputs(executable, args):
@@ -199,6 +212,11 @@ class Spmd:
             lines.insert(0, f"{type(error).__name__}: {error}")
         print("\n".join(lines), file=sys.stderr, flush=True)
         self.MPI.COMM_WORLD.Abort(1)
+
+    def _withdraw(self):
+        """Every rank is out of the call: detach the host segments it closed."""
+        if self.hosts is not None:
+            self.hosts.withdraw_closed()
 
     def _bcast(self, header):
         self.job.comm.bcast(header, root=0)

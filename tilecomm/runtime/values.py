@@ -25,13 +25,17 @@ class WindowBuffer:
 
 @dataclass(frozen=True)
 class HostRef:
-    """A view of a host tensor living in a shared segment."""
+    """A view of a host tensor living in a shared segment.  ``base``: the
+    segment's address in process 0 where an MPI job reaches host tensors over
+    RMA (``mpi_hosts.py``: the displacement of its first byte in the host
+    window); 0 where ranks map the segment by name."""
 
     segment: str
     offset: int
     shape: tuple
     strides: tuple
     dtype: str
+    base: int = 0
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from .arguments import HostSegments
 from .artefacts import RankArtefacts
 from .collective_calls import BUILTINS
 from .inbox import Inbox
+from .mpi_hosts import RmaHostTensors
 from .rank import RankAborted, RankContext
 from .values import HostRef, WindowRef, WindowView
 
@@ -51,7 +52,17 @@ def worker_main(rank: int, ranks, conn) -> int:
         M.send(conn, M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
                            type(e).__name__, e.code, None))
         return M.EXIT_FAILED
-    hosts = HostSegments(ranks.own_prefix if ranks.arguments is not None else None)
+    keep = ranks.own_prefix if ranks.arguments is not None else None
+    # host tensors: mapped by name, or (an MPI process sharing no memory with
+    # process 0) fetched over RMA per dispatch and written back before the
+    # dispatch's completion is published (mpi_hosts.py)
+    window = ranks.spmd.hosts if ranks.spmd is not None else None
+    hosts = HostSegments(keep) if window is None else window.rank_tensors(keep)
+    rma = hosts if isinstance(hosts, RmaHostTensors) else None
+    # and run artefacts, then written where process 0 cannot read them: sent
+    # to it, handled there before this rank is seen finished or gone
+    ship = (lambda files: conn.send_bytes_received(M.encode(files))) if rma is not None \
+        else None
     # a prepared worker's persistent windows: one WindowView per (image,
     # buffer, view) kept across runs, so its cell handles and collective plans
     # are resolved once for the worker's lifetime, not once per dispatch
@@ -65,6 +76,8 @@ def worker_main(rank: int, ranks, conn) -> int:
         if not finished and not inbox.pending():
             control.set_state(rank, C.IDLE)   # a finished rank stays FINISHED for the monitor
         msg = inbox.next()
+        if dfx is not None and isinstance(msg, (M.Disconnected, M.Shutdown)):
+            dfx.close()                     # stopped mid-run: a shipping rank's directory
         if isinstance(msg, M.Disconnected):
             return M.EXIT_DISCONNECTED
         if isinstance(msg, M.Shutdown):
@@ -73,7 +86,7 @@ def worker_main(rank: int, ranks, conn) -> int:
             images[msg.image.key] = msg.image
             continue
         if isinstance(msg, M.BeginRun):
-            dfx = RankArtefacts(rank, msg.settings, rc)
+            dfx = RankArtefacts(rank, msg.settings, rc, ship)
             continue
         control.set_state(rank, C.RUNNING)
         finished = isinstance(msg, M.EndRun)
@@ -106,6 +119,8 @@ def worker_main(rank: int, ranks, conn) -> int:
             builtin = BUILTINS.get(fname)
             if builtin is not None:          # a HOST collective's share of this rank
                 rc.func_id = -1
+                if rma is not None:
+                    rma.fetch(msg.args)
                 vals = [_materialize(a, rank, transport, hosts, None, views, image.key)
                         for a in msg.args]
                 if dfx is None:
@@ -116,6 +131,8 @@ def worker_main(rank: int, ranks, conn) -> int:
                 rc.func_id = image.func_names.index(fname)
                 for dep_rank, dep_seq in msg.deps:
                     rc.wait_dispatch(dep_rank, dep_seq)
+                if rma is not None:          # after the writers this dispatch depends on
+                    rma.fetch(msg.args)
                 shapes = image.param_shapes[fname]
                 vals = [_materialize(a, rank, transport, hosts, s, views, image.key)
                         for a, s in zip(msg.args, shapes)]
@@ -123,6 +140,8 @@ def worker_main(rank: int, ranks, conn) -> int:
                     image.function(fname)(rc, *vals)
                 else:
                     dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image)
+            if rma is not None:              # complete in process 0 before "done" is published
+                rma.write_back()
         except RankAborted:
             if dfx is not None:             # what was recorded up to the abort
                 dfx.salvage()
