@@ -136,7 +136,9 @@ def test_crashing_rank_stops_ranks_blocked_forever(n):
     # a 60 s deadlock timeout: only the crash path can end this call in time
     cfg = F.config(n, deadlock_timeout_s=60)
     e, took = timed_call(F.crash_main, F.outputs(n), cfg=cfg, expect=RankFailure)
-    assert took < 1.0, f"crash reported after {took:.2f} s"
+    # well below the 60 s deadlock timeout: the crash path ended the call
+    # (the margin is for a loaded machine, where ranks wait to be scheduled)
+    assert took < 5.0, f"crash reported after {took:.2f} s"
     line = marker_line("crash")
     text = str(e)
     assert e.rank == 0 and text.startswith("rank 0 ")
@@ -154,7 +156,7 @@ def test_peers_blocked_in_waits_are_aborted_not_killed(n):
     returns from it (RankAborted) and exits on its own, promptly."""
     cfg = F.config(n, deadlock_timeout_s=60)
     e, took = timed_call(F.crash_main, F.outputs(n), cfg=cfg, expect=RankFailure)
-    assert took < 1.0, f"crash and abort took {took:.2f} s"
+    assert took < 5.0, f"crash and abort took {took:.2f} s"     # deadlock timeout: 60 s
     assert e.exit_codes[0] == EXIT_FAILED
     assert {r: e.exit_codes[r] for r in range(1, n)} == {r: EXIT_ABORTED for r in range(1, n)}
     assert_clean()
@@ -210,7 +212,7 @@ def test_killed_rank_is_reported(n, victim):
         th.join()
     assert "error" not in state, state.get("error")
     took = reported_at - state["killed_at"]
-    assert took < 1.0, f"kill reported after {took:.2f} s"
+    assert took < 5.0, f"kill reported after {took:.2f} s"      # deadlock timeout: 60 s
     e = ei.value
     assert e.rank == victim
     assert f"rank {victim}" in str(e) and "SIGKILL" in str(e)
