@@ -99,7 +99,7 @@ def tilecomm_figures(quick: bool) -> dict:
 
 # ------------------------------------------------------------------ raw MPI anchors
 def mpi_anchors(quick: bool) -> dict:
-    from tilecomm.transport.mpi_comm import require_mpi
+    from tilecomm.backends.mpi.comm import require_mpi
     MPI = require_mpi()
     comm = MPI.COMM_WORLD
     me, peer = comm.Get_rank(), 1 - comm.Get_rank()
@@ -187,7 +187,7 @@ def label(key: str) -> str:
 
 def in_job(args) -> None:
     """Inside ``mpiexec -n 2``: both processes measure; process 0 prints JSON."""
-    from tilecomm.transport.mpi_comm import require_mpi
+    from tilecomm.backends.mpi.comm import require_mpi
     MPI = require_mpi()
     anchors = mpi_anchors(args.quick)
     figures = tilecomm_figures(args.quick)

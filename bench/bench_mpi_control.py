@@ -36,7 +36,8 @@ sys.path.insert(0, HERE)
 def _force_plane(kind: str) -> None:
     """Make ``mpi_spmd.set_up`` build the ``kind`` control plane ("rma" is
     what DIRECT=0 selects; "shared" is the node-shared one)."""
-    from tilecomm.runtime import mpi_control, mpi_spmd
+    from tilecomm.backends.mpi import control as mpi_control
+    from tilecomm.backends.mpi import spmd as mpi_spmd
     if kind == "rma":
         mpi_spmd.MpiJob = _ORIGINAL["job"]
         mpi_spmd.RmaControlPlane = mpi_control.RmaControlPlane
@@ -84,8 +85,8 @@ def measure(kind: str, quick: bool) -> dict:
 
 
 def in_job(quick: bool) -> None:
-    from tilecomm.runtime import mpi_spmd
-    from tilecomm.transport.mpi_comm import require_mpi
+    from tilecomm.backends.mpi import spmd as mpi_spmd
+    from tilecomm.backends.mpi.comm import require_mpi
     MPI = require_mpi()
     _ORIGINAL["job"] = mpi_spmd.MpiJob
     rounds = 2 if quick else 4

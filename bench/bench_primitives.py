@@ -243,7 +243,7 @@ def effective_spin(world: int, cfg: RunConfig) -> int:
     """The spin count a rank of a `world`-rank call really uses (the runtime
     lowers it when ranks outnumber cores), so raw anchors spin alike."""
     try:
-        from tilecomm.runtime.rank import RankContext
+        from tilecomm.runtime.rank.context import RankContext
         return int(RankContext(0, world, None, None, cfg).spin)
     except (ImportError, TypeError, AttributeError):   # internals moved: use the knob
         return cfg.spin_iters

@@ -28,15 +28,15 @@ from .ir.functions import KernelFunction, ProgramClass
 from .ir.kinds import SUBWORKER
 from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
-from .runtime.artefacts import merged_trace_path
+from .runtime.rank.artefacts import merged_trace_path
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
-from .runtime import builds
-from .runtime.device_tensors import DeviceTensor, StackedDeviceTensor
-from .runtime.launch import launch
-from .runtime.prepared import DistributedWorker
-from .runtime.subworkers import unbound_message
+from .runtime.worker import builds
+from .runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
+from .runtime.controller.run import launch
+from .runtime.worker.distributed_worker import DistributedWorker
+from .runtime.controller.subworkers import unbound_message
 from .verify import verify
 
 
@@ -288,7 +288,7 @@ class CompiledProgram:
     @property
     def trace_path(self) -> str:
         """Where a call with ``RunConfig(enable_chip_swimlane=...)`` writes the
-        merged Perfetto trace of the call (see runtime/artefacts.py)."""
+        merged Perfetto trace of the call (see runtime/rank/artefacts.py)."""
         return merged_trace_path(self.output_dir)
 
     def executables(self) -> list:
@@ -309,7 +309,7 @@ class CompiledProgram:
                 reset_persistent_windows=None, callbacks=None, sub_worker_overrides=None,
                 startup_timeout_s=None):
         """Start the rank processes once and keep them for many calls: a
-        ``DistributedWorker`` (see ``tilecomm.runtime.prepared``).  A first
+        ``DistributedWorker`` (see ``tilecomm.runtime.worker.distributed_worker``).  A first
         positional ``RunConfig`` is the config (as upstream allows); host tensors
         given instead specialise the program first, so the ranks start with that
         code."""

@@ -65,7 +65,7 @@ def mpi_transport(transport, monkeypatch):
 def pytest_configure(config):
     # MPI opens its descriptors (sockets, pipes, its own shared memory) once,
     # at initialisation: do it before the first test's leak baseline
-    from tilecomm.transport.mpi_comm import require_mpi
+    from tilecomm.backends.mpi.comm import require_mpi
     require_mpi()
 
 

@@ -1,4 +1,4 @@
-"""The control plane of a job across nodes (``runtime/mpi_control.py``): an
+"""The control plane of a job across nodes (``backends/mpi/control.py``): an
 ordinary MPI window held by process 0, reached by RMA calls only.  MPICH's
 ``MPIR_CVAR_NOLOCAL=1`` makes every process of a job believe it is on a node
 of its own, so the backend's own detection picks that layout ("nodes");

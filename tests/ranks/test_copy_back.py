@@ -8,7 +8,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-import tilecomm.runtime.forking as forking_mod
+import tilecomm.runtime.controller.forking as forking_mod
 from tilecomm.errors import ArgumentError
 from conftest import WORLD_SIZES, children, config_for
 

@@ -7,7 +7,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-import tilecomm.runtime.launch as launch_mod
+import tilecomm.runtime.controller.run as launch_mod
 from tilecomm.errors import ArgumentError, UserError
 
 from programs_prims import WORLD_SIZES, config_for

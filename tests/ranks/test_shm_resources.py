@@ -18,7 +18,7 @@ import pytest
 import failure_programs as F
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-import tilecomm.runtime.forking as forking_mod
+import tilecomm.runtime.controller.forking as forking_mod
 from tilecomm.errors import RankFailure, RuntimeFault
 from conftest import config_for, signal_a_rank_during
 

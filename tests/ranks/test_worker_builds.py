@@ -12,7 +12,7 @@ import tilecomm
 
 from tilecomm.compiler import CompiledProgram
 from tilecomm.runtime import DistributedConfig
-from tilecomm.runtime.builds import execute_distributed_compiled
+from tilecomm.runtime.worker.builds import execute_distributed_compiled
 from conftest import config_for
 from worker_programs import add_main
 

@@ -1,7 +1,7 @@
 """The channel to a rank never stalls the controller: a run whose dispatches
 reach a rank in many messages, while that rank is blocked in its first one,
 still gets every dispatch to every rank (the rank drains its channel while it
-is busy mid-run; see ``runtime/inbox.py``).
+is busy mid-run; see ``runtime/rank/inbox.py``).
 
 Rank 0's first dispatch waits for a signal that only the run's *last*
 dispatch, to rank 1, sends; in between the HOST orchestrator sends rank
@@ -17,7 +17,7 @@ import pytest
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from conftest import WORLD_SIZES, config_for
-from tilecomm.runtime.launcher import ForkLauncher
+from tilecomm.runtime.controller.launcher import ForkLauncher
 
 NR = pl.dynamic("NR")
 TICKS = 1000            # ~40 bytes each on the wire: ~40 KB, several times a

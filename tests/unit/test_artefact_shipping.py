@@ -8,7 +8,8 @@ import pytest
 
 from tilecomm.errors import RuntimeFault
 from tilecomm.runtime import messages as M
-from tilecomm.runtime.artefacts import DfxSettings, RankArtefacts, write_files
+from tilecomm.runtime.controller.artefacts import write_files
+from tilecomm.runtime.rank.artefacts import DfxSettings, RankArtefacts
 
 
 class _Context:

@@ -1,7 +1,7 @@
 """The deadlock analysis on typed records alone (no ranks): the report text is
 pinned line by line, and the public dict form keeps its keys."""
 from tilecomm.errors import Span
-from tilecomm.tools.deadlock import BlockedWait, NotifierSet, deadlock_report
+from tilecomm.dfx.deadlock import BlockedWait, NotifierSet, deadlock_report
 
 SPAN = Span("prog.py", 12, 5, "step")
 

@@ -2,7 +2,7 @@
 is told to keep; every other inherited descriptor reads as /dev/null."""
 import os
 
-from tilecomm.runtime import forking
+from tilecomm.runtime.controller import forking
 
 
 def _child_report(keep_fds, probe_fds):

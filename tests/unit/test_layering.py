@@ -15,7 +15,7 @@ import tilecomm
 
 PKG_DIR = os.path.dirname(os.path.abspath(tilecomm.__file__))
 ROOT = "tilecomm"
-LOW = ("tilecomm.runtime", "tilecomm.transport")
+LOW = ("tilecomm.runtime", "tilecomm.transport", "tilecomm.backends", "tilecomm.dfx")
 HIGH = ("tilecomm.frontend", "tilecomm.ops", "tilecomm.lower", "tilecomm.compiler",
         "tilecomm.language", "tilecomm.verify", "tilecomm.analysis")
 

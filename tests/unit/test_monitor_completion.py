@@ -10,7 +10,7 @@ import pytest
 
 from tilecomm.errors import RankFailure
 from tilecomm.runtime import control as C
-from tilecomm.runtime import monitor as MON
+from tilecomm.runtime.controller import monitor as MON
 from tilecomm.runtime.messages import Failed
 
 

@@ -10,8 +10,8 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm.errors import ProgramValueError, RuntimeFault
 from tilecomm.frontend.fold import fold
-from tilecomm.runtime.cast_ops import convert
-from tilecomm.runtime.scalar_ops import ScalarOps, trunc_div, trunc_divide, trunc_rem
+from tilecomm.runtime.rank.tile.cast_ops import convert
+from tilecomm.runtime.rank.tile.scalar_ops import ScalarOps, trunc_div, trunc_divide, trunc_rem
 from tilecomm.runtime import DistributedConfig, RunConfig
 
 PAIRS = [(a, b) for a in range(-9, 10) for b in (-4, -3, -1, 1, 2, 5)]

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tilecomm import _native_core as native
-from tilecomm.runtime import scheduler as S
+from tilecomm.runtime.rank import scheduler as S
 from tilecomm.runtime import taskplane
-from tilecomm.runtime.deps import Access, Tracker, region
+from tilecomm.runtime.rank.deps import Access, Tracker, region
 from tilecomm.transport.shm import SPIN_WINDOW_NS, sleep_wait
 
 

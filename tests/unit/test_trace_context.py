@@ -5,9 +5,9 @@ import inspect
 
 import pytest
 
-from tilecomm.runtime.rank import RankContext
-from tilecomm.runtime.scheduler import Agent
-from tilecomm.runtime.tracing import (CORE_TID, MAIN_TID, WATCHER_TID, Recorder,
+from tilecomm.runtime.rank.context import RankContext
+from tilecomm.runtime.rank.scheduler import Agent
+from tilecomm.runtime.rank.tracing import (CORE_TID, MAIN_TID, WATCHER_TID, Recorder,
                                       TracingRankContext)
 
 RECORDED = ["notify", "wait", "defer_wait", "wait_cell", "task_scope", "remote_load",

@@ -1,11 +1,11 @@
-"""tools/trace.py on hand-made events: conditions, which notify released a
+"""dfx/trace.py on hand-made events: conditions, which notify released a
 wait, the merged trace's flow arrows, and the file checks."""
 import json
 
 import pytest
 
 from tilecomm.errors import UserError
-from tilecomm.tools import trace as T
+from tilecomm.dfx import trace as T
 
 
 def notify(pid, ts, cell, op, value, result, tid=0, dur=1.0):

@@ -1,4 +1,4 @@
-"""A rank's inbox (runtime/inbox.py): messages come out in order whoever read
+"""A rank's inbox (runtime/rank/inbox.py): messages come out in order whoever read
 them; a run that arrives whole is read by the main thread with no pump; a
 run still arriving is drained by the pump, so the sender never stalls."""
 import os
@@ -9,7 +9,7 @@ from multiprocessing.connection import Pipe
 import pytest
 
 from tilecomm.runtime import messages as M
-from tilecomm.runtime.inbox import Inbox
+from tilecomm.runtime.rank.inbox import Inbox
 
 
 def _dispatch(seq):

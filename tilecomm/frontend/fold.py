@@ -10,7 +10,7 @@ import math
 import operator
 
 from ..errors import ProgramTypeError, ProgramValueError
-from ..runtime.scalar_ops import trunc_div, trunc_rem
+from ..runtime.rank.tile.scalar_ops import trunc_div, trunc_rem
 
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
         "//": operator.floordiv, "%": operator.mod, "**": operator.pow,

@@ -197,7 +197,7 @@ class FunctionEmitter:
     def e_BinOp(self, x):
         if x.op in _DEVICE_INT_OPS and self.fn.kind != HOST and _is_int(x.left) and \
                 _is_int(x.right):
-            # device code: C semantics (truncation toward zero), see runtime/scalar_ops.py
+            # device code: C semantics (truncation toward zero), see runtime/rank/tile/scalar_ops.py
             return f"_rt.{_DEVICE_INT_OPS[x.op]}({self.e(x.left)}, {self.e(x.right)})"
         return f"({self.e(x.left)} {x.op} {self.e(x.right)})"
 

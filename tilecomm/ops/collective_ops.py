@@ -18,8 +18,8 @@ from ..ir import nodes as N
 from ..ir.enums import ReduceOp
 from ..ir.kinds import HOST, INCORE
 from ..ir.types import TensorType, is_static
-from ..runtime.host import HostRuntime
-from ..runtime.rank import RankContext
+from ..runtime.controller.orchestrator import HostRuntime
+from ..runtime.rank.context import RankContext
 from .check import const_value, describe, is_constant
 from .registry import op
 

@@ -16,7 +16,7 @@ from ..dtypes import BF16, FP16, FP32, FP8E4M3FN, FP8E5M2, INT8, INT32
 from ..ir.enums import MemorySpace, TileLayout
 from ..ir.kinds import INCORE
 from ..ir.types import TensorType, TileType, is_static
-from ..runtime.rank import RankContext
+from ..runtime.rank.context import RankContext
 from .check import describe
 from .pl_ops import memory_arg
 from .registry import op

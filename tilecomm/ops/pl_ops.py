@@ -6,9 +6,9 @@ from ..ir.enums import AtomicType, MemorySpace
 from ..ir.types import (ArrayType, Dim, NONE, ScalarType, TensorType, TileType, is_static)
 from .check import const_value, describe
 from ..ir.kinds import HOST, INCORE, ORCH
-from ..runtime.host import HostRuntime
-from ..runtime.cast_ops import MODES as CAST_MODES
-from ..runtime.rank import RankContext
+from ..runtime.controller.orchestrator import HostRuntime
+from ..runtime.rank.tile.cast_ops import MODES as CAST_MODES
+from ..runtime.rank.context import RankContext
 from .registry import op
 
 KERNEL = (INCORE,)

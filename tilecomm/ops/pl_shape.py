@@ -9,7 +9,7 @@ from ..ir import nodes as N
 from ..ir.enums import AtomicType, MemorySpace, PadValue
 from ..ir.kinds import INCORE
 from ..ir.types import EnumType, TensorType, TileType, is_static, numel
-from ..runtime.rank import RankContext
+from ..runtime.rank.context import RankContext
 from .check import const_value, describe
 from .pl_ops import _static_list, vector_tile
 from .registry import op

@@ -8,8 +8,8 @@ from ..ir.types import (CommCtxType, NONE, PtrType, ScalarType, TensorType, Tile
                         is_static, numel)
 from .check import const_value, describe
 from ..ir.kinds import HOST, INCORE, ORCH
-from ..runtime.host import HostRuntime
-from ..runtime.rank import RankContext
+from ..runtime.controller.orchestrator import HostRuntime
+from ..runtime.rank.context import RankContext
 from .registry import op
 
 KERNEL = (INCORE,)

@@ -1,9 +1,9 @@
 """Runtime: configuration, compiled programs, the controller and rank workers."""
 from .config import DistributedConfig, RunConfig
-from .device_tensors import DeviceTensor, StackedDeviceTensor
-from .handles import DistributedRunHandle, RegistrationHandle
-from .launch import runs_host_code
-from .prepared import DistributedWorker
+from .worker.device_tensors import DeviceTensor, StackedDeviceTensor
+from .worker.handles import DistributedRunHandle, RegistrationHandle
+from .controller.run import runs_host_code
+from .worker.distributed_worker import DistributedWorker
 
 __all__ = ["DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",
            "RegistrationHandle", "RunConfig", "StackedDeviceTensor", "runs_host_code"]

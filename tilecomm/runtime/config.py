@@ -119,7 +119,7 @@ class RunConfig:
     ring_task_window: int | tuple | None = None
     ring_heap: int | tuple | None = None
     ring_dep_pool: int | tuple | None = None
-    # run artefacts (reference 5.1), per dispatch: see runtime/artefacts.py
+    # run artefacts (reference 5.1), per dispatch: see runtime/rank/artefacts.py
     enable_chip_swimlane: int | bool = 0
     enable_dump_args: int = 0
     enable_pmu: int = 0

@@ -4,7 +4,7 @@ A transport's module is imported only when a run selects it: a backend may
 pull in heavy or optional dependencies (an MPI binding), and a program that
 runs on shared memory should not pay for the others.  The MPI transport
 (``mpi.py``) is not in ``TRANSPORTS``: its ranks are the processes of an MPI
-job, so it is set up by the runtime (``runtime/mpi_spmd.py``), not made for
+job, so it is set up by the runtime (``backends/mpi/spmd.py``), not made for
 forked ranks by ``make_host``."""
 import importlib
 

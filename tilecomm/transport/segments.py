@@ -41,7 +41,7 @@ _MMAP_KW = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
 # Address -> length of every mapping of a segment in this process, so that a
-# forked child can drop the mappings it inherits (see runtime/forking.py).  An
+# forked child can drop the mappings it inherits (see runtime/controller/forking.py).  An
 # entry goes when its mapping does (the mmap object is freed); entries may be
 # stale or missing for an instant, so the child checks a range before use.
 _MAPPINGS: dict[int, int] = {}

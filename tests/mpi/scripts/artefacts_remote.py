@@ -17,8 +17,8 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm.errors import RankFailure
 from tilecomm.runtime import DistributedConfig, RunConfig
-from tilecomm.runtime import artefacts
-from tilecomm.runtime.tracing import pid_of
+from tilecomm.runtime.rank import artefacts
+from tilecomm.runtime.rank.tracing import pid_of
 
 NR = pl.dynamic("NR")
 N = 8

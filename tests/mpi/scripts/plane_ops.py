@@ -13,9 +13,9 @@ import traceback
 
 
 from tilecomm.runtime import control as C
-from tilecomm.runtime.mpi_control import RmaControlPlane
+from tilecomm.backends.mpi.control import RmaControlPlane
 from tilecomm.transport.base import WaitHooks
-from tilecomm.transport.mpi_comm import check_job, require_mpi
+from tilecomm.backends.mpi.comm import check_job, require_mpi
 from tilecomm.transport.segments import Segment, segment_name
 
 THREADS, ENTRIES, BUFFER = 4, 25, 3

@@ -1,0 +1,1 @@
+"""Backends whose ranks are not forked by the caller (one package each)."""

@@ -1,0 +1,1 @@
+"""Diagnostics: run artefacts, traces, argument dumps, deadlock and task reports."""

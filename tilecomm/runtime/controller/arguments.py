@@ -1,0 +1,149 @@
+"""Host tensors between the caller and the ranks: the caller's arrays are
+checked before anything starts, copied into shared segments before a run, and
+outputs copied back after it; ranks map those segments by name.  (Host
+tensors are the launcher's business, not the transport's: an mpiexec launcher
+would scatter and gather them instead.)
+
+Only ``pl.Out`` / ``pl.InOut`` parameters are copied back.  Copying inputs
+back too would fail on a read-only input after the whole run, and an input
+that overlaps an output would overwrite the result with the input's old
+contents.  Outputs must be writable, and the call's windows and arguments
+must fit in /dev/shm: :func:`check_arguments` runs before any segment is
+created or rank is touched, so a bad call costs nothing (a prepared worker
+keeps its ranks).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ...errors import ArgumentError
+from ...ir.types import INOUT, OUT
+from . import shmspace
+from ..worker.device_tensors import DeviceTensor, StackedDeviceTensor
+from .orchestrator import HostTensor
+from ..executable import to_numpy
+
+_OUTPUTS = (OUT, INOUT)
+
+
+def _key(arr):
+    """Arrays with equal keys are one tensor for the ranks."""
+    return arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str
+
+
+def _directions(executable):
+    return executable.directions[executable.ir.entry.name]
+
+
+def check_arguments(executable, args, space: bool = True) -> None:
+    """Refuse a call whose outputs are read-only (ArgumentError TC412) or whose
+    windows and arguments cannot fit in /dev/shm (RuntimeFault TC505; not
+    checked with ``space`` False: a prepared call whose windows and argument
+    segments exist already needs no new room)."""
+    # parameter names and spans (for the error) from the verified IR it was built from
+    params = executable.ir.entry.params
+    arrays = [to_numpy(a) for a in args]
+    for p, direction, arr in zip(params, _directions(executable), arrays):
+        if arr is not None and direction in _OUTPUTS and not arr.flags.writeable:
+            kind = "pl.Out" if direction == OUT else "pl.InOut"
+            raise ArgumentError(
+                f"parameter '{p.name}' is an output ({kind}) but the array passed for it is "
+                f"read-only", code="TC412", span=p.span,
+                hint="pass a writable array (np.array(x) makes a writable copy), or declare "
+                     "the parameter as an input if the program does not write it")
+    if space:
+        unique = {_key(arr): arr.nbytes for arr in arrays if arr is not None}
+        shmspace.check(executable, unique.values())
+
+
+def share_arguments(run, args, executable):
+    """Shared copies of the tensor arguments: (values for the HOST
+    orchestrator, [(caller's array, shared tensor)] to copy back).  The same
+    array passed twice is shared once, so the ranks see one tensor; it is
+    copied back if any parameter it is passed as is an output."""
+    vals, copies, seen = [], [], {}
+    for a, direction in zip(args, _directions(executable)):
+        if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
+            vals.append(a.host_value())      # resident already: passed by reference
+            continue
+        arr = to_numpy(a)
+        if arr is None:
+            vals.append(a)
+            continue
+        key = _key(arr)
+        shared = seen.get(key)
+        if shared is None:
+            seg = run.argument_segment(max(arr.nbytes, 1))
+            shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
+            np.copyto(shared.array, arr)
+            seen[key] = shared
+        vals.append(shared)
+        if direction in _OUTPUTS and not any(s is shared for _, s in copies):
+            copies.append((arr, shared))
+    return vals, copies
+
+
+def copy_back(copies) -> None:
+    for user, shared in copies:
+        np.copyto(user, shared.array)
+
+
+def map_result(result, args, host_vals):
+    """The HOST orchestrator's return value in the caller's own objects."""
+    def one(v):
+        for a, h in zip(args, host_vals):
+            if v is h:
+                return a
+        return None
+    if isinstance(result, tuple):
+        return tuple(one(v) for v in result)
+    return one(result) if result is not None else None
+
+
+class ArgumentPool:
+    """A prepared worker's host-argument segments, reused call after call.
+
+    Creating a segment for every tensor argument of every call (and mapping
+    it in every rank) costs more than a small call itself; the pool keeps
+    them, per size, for as long as the ranks live, and ranks keep them mapped
+    (``HostSegments(keep=...)``).  Calls run one at a time, so a segment handed
+    out to one run is back before the next run starts.  At most ``CAPACITY``
+    segments are pooled (ranks keep each mapped): beyond that a call gets
+    segments of its own, as a one-shot call does."""
+
+    CAPACITY = 64
+
+    def __init__(self, new_segment):
+        self._new_segment = new_segment
+        self._free: dict[int, list] = {}
+        self._made: list = []          # every pooled segment, closed with the ranks
+        self.size = 0
+        # a pipelined call takes segments while the one before gives its back
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int):
+        with self._lock:
+            free = self._free.get(nbytes)
+            if free:
+                return free.pop()
+            if self.size >= self.CAPACITY:
+                return None
+            self.size += 1
+        seg = self._new_segment(nbytes)
+        with self._lock:
+            self._made.append(seg)
+        return seg
+
+    def close(self) -> None:
+        """Unmap every pooled segment (the ranks are gone; their names are swept)."""
+        with self._lock:
+            made, self._made, self._free = self._made, [], {}
+        for seg in made:
+            seg.close()
+
+    def give_back(self, segments) -> None:
+        with self._lock:
+            for seg in segments:
+                self._free.setdefault(seg.size, []).append(seg)

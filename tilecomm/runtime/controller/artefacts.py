@@ -1,0 +1,117 @@
+"""The controller's part of run artefacts (the layout and the rank's part:
+``rank/artefacts.py``): prepare ``dfx_outputs/`` before a run, tell each rank,
+merge the ranks' swimlanes into one trace of the call, and write the files a
+rank on another node sent (``messages.Files``)."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import time
+
+from ...dfx import trace as T
+from ...errors import RuntimeFault
+from ..messages import BeginRun, Files
+from ..rank.argdumps import unwritable
+from ..rank.artefacts import MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir
+from ..rank.tracing import pid_of
+
+
+class RunArtefacts:
+    """The controller's part of one run that writes artefacts."""
+
+    def __init__(self, settings: DfxSettings, world: int):
+        self.settings = settings
+        self.world = world
+        self.trace_path = None
+
+    @classmethod
+    def begin(cls, executable, config):
+        """Before the run touches any rank: None when ``config`` asks for no
+        artefact (the common case: one attribute test); otherwise clear the
+        stale output (a directory that cannot be written fails here)."""
+        if not config.dfx_enabled:
+            return None
+        out = getattr(executable, "output_dir", None)
+        if not out:
+            raise RuntimeFault("run artefacts need the program's output directory, and this "
+                               "program has none", code="TC443",
+                               hint="compile(..., output_dir=) names one")
+        root = dfx_root(out)
+        try:
+            for d in glob.glob(os.path.join(root, "rank*", "d*")):
+                if re.fullmatch(r"rank\d+", os.path.basename(os.path.dirname(d))) and \
+                        re.fullmatch(r"d\d+", os.path.basename(d)):
+                    shutil.rmtree(d)
+            if os.path.exists(os.path.join(root, MERGED_TRACE)):
+                os.unlink(os.path.join(root, MERGED_TRACE))
+            os.makedirs(root, exist_ok=True)
+        except OSError as e:
+            raise unwritable(root, e) from None
+        lane = int(config.enable_chip_swimlane)
+        settings = DfxSettings(root, lane, int(config.enable_dump_args),
+                               bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
+                               time.perf_counter_ns(), os.path.basename(out))
+        return cls(settings, executable.world)
+
+    def announce(self, ranks):
+        """The ranks are started: tell each, ahead of its first dispatch."""
+        for r in range(ranks.world):
+            ranks.send(r, BeginRun(self.settings))
+
+    def salvage(self):
+        """The run failed and its ranks are gone: merge what they wrote before
+        they exited (the path, or None).  Never raises: the run's own error
+        is what the caller reports."""
+        try:
+            return self.end()
+        except Exception:
+            return None
+
+    def end(self):
+        """Every rank reported the run done (its files are written): merge
+        the swimlanes into one trace of the call."""
+        s = self.settings
+        if not s.swimlane:
+            return None
+        parts = []
+        for r in range(self.world):
+            k = 0
+            while os.path.exists(os.path.join(dispatch_dir(s.root, r, k), RANK_TRACE)):
+                parts.append(T.load(os.path.join(dispatch_dir(s.root, r, k), RANK_TRACE)))
+                k += 1
+            if k == 0:     # stopped before its first dispatch: still one (empty) track
+                pid = pid_of(r)
+                parts.append({"traceEvents": [
+                    {"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
+                     "args": {"name": f"rank {r}"}},
+                    {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": pid,
+                     "args": {"sort_index": r}}]})
+        path = os.path.join(s.root, MERGED_TRACE)
+        try:
+            T.write(path, T.merge(parts, title=s.title))
+        except OSError as e:
+            raise unwritable(path, e) from None
+        self.trace_path = path
+        return path
+
+
+
+def write_files(msg: Files) -> None:
+    """The controller's side of ``messages.Files``: each file under its root.
+    A path that would leave the root is refused (it came over a channel)."""
+    root = os.path.realpath(msg.root)
+    try:
+        for rel, data in msg.files:
+            path = os.path.realpath(os.path.join(root, rel))
+            if os.path.isabs(rel) or os.path.commonpath([root, path]) != root:
+                raise RuntimeFault(f"run artefact path {rel!r} leaves {root}", code="TC443")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    except OSError as e:
+        raise unwritable(root, e) from None
+
+
+__all__ = ["RunArtefacts", "write_files"]

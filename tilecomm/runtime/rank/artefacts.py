@@ -1,0 +1,318 @@
+"""Run artefacts (reference 5.1): what a dispatch writes when its ``RunConfig``
+asks, under ``<compiled.output_dir>/dfx_outputs/``.
+
+Layout: ``rank{r}/d{k}/`` per dispatch, ``r`` the rank it ran on and ``k``
+that rank's dispatch count within the run (HOST collectives are dispatches
+too), reset every run; stale ``rank*/d*`` directories (and the merged trace)
+are removed before a run that writes any.
+
+=========================  ===================================================
+``enable_dep_gen``         ``deps.json``: the dispatch's tasks and their edges,
+                           ``inferred`` (from the memory they touch, in
+                           submission order) and ``explicit`` (``deps=``).
+                           Also written with a swimlane, as upstream does.
+``enable_scope_stats``     ``scope_stats/scope_stats.jsonl``: one line per task
+                           scope (a dispatch without tasks gets one line of
+                           zeros): tasks submitted, the task-window watermark
+                           (most task blocks submitted and not yet finished),
+                           dependency edges; ``heap_bytes`` is null (task
+                           arguments are views of the caller's arrays: there
+                           is no ring heap to fill on the CPU).
+``enable_chip_swimlane``   ``chip_swimlane_records.json``: a Chrome / Perfetto
+                           trace of the dispatch (``dfx/trace.py``).  Level
+                           1: dispatches and tasks; 2: + communication ops;
+                           3: + scheduler phases (an arrow from each task to
+                           those that waited for it); 4: + orchestrator
+                           phases (task submissions, the wait for the
+                           tasks).  After the call,
+                           ``dfx_outputs/merged_swimlane.json`` merges every
+                           rank and dispatch and draws notify -> wait arrows.
+``enable_dump_args=2``     ``args_dump/before/`` and ``args_dump/after/``: each
+                           array argument (a window: this rank's copy) as
+                           ``<index>_<name>.npy`` when the dispatch starts and
+                           when it ends; ``args_dump/args.json`` lists them
+                           with scalars' values.
+``enable_dump_args=1``     the same files with only the tensors tagged by
+                           ``pl.dump_tag`` / ``dumps=``, for the dispatch and
+                           for each task (``args_dump/task<id>_<name>/``)
+                           that takes them (``argdumps.py``).
+=========================  ===================================================
+
+The controller side (``RunArtefacts``) prepares the directory, tells each
+rank (``messages.BeginRun``) and merges the traces once every rank has
+written its files (before it reports the run done).  The rank side
+(``RankArtefacts``) switches the rank's context to the recording class for
+the run and writes the files.
+
+A rank whose process cannot write the controller's directory (an MPI process
+on another node: ``ship`` given) writes its files to a private temporary
+directory instead and, when it finishes or salvages the run, sends them to
+the controller (``messages.Files``, sent so that the controller has written
+them before it can see the rank finished or gone: ``mpi_launcher``), then
+removes the directory.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from ...dfx import trace as T
+from .argdumps import (ARGS_DIR, DumpingRankContext, TaskDumps, TracingDumpingRankContext,
+                       param_names, unwritable, write_args)
+from ..messages import Files
+from .context import RankContext
+from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
+
+DFX_DIR = "dfx_outputs"
+MERGED_TRACE = "merged_swimlane.json"
+RANK_TRACE = "chip_swimlane_records.json"
+
+
+@dataclass(frozen=True)
+class DfxSettings:
+    root: str                  # <output_dir>/dfx_outputs
+    swimlane: int
+    dump_args: int
+    dep_gen: bool
+    scope_stats: bool
+    origin_ns: int             # time zero of the run's traces
+    title: str
+
+
+def dfx_root(output_dir: str) -> str:
+    return os.path.join(output_dir, DFX_DIR)
+
+
+def merged_trace_path(output_dir: str) -> str:
+    return os.path.join(dfx_root(output_dir), MERGED_TRACE)
+
+
+def dispatch_dir(root: str, rank: int, k: int) -> str:
+    return os.path.join(root, f"rank{rank}", f"d{k}")
+
+
+# ---------------------------------------------------------------- rank
+class RankArtefacts:
+    """A rank's part of one run that writes artefacts."""
+
+    def __init__(self, rank: int, settings: DfxSettings, rc, ship=None):
+        self.rank = rank
+        self.s = settings
+        self.rc = rc
+        # ship(message): the files go to the controller as a message, written
+        # here first under a private directory (see the module doc)
+        self.ship = ship
+        self.dest = settings.root
+        if ship is not None:
+            self.s = dataclasses.replace(settings, root=tempfile.mkdtemp(prefix="tilecomm-dfx-"))
+        self.k = 0
+        self.rec = None
+        self.meta: list = []                # (k, fname, line) per dispatch
+        if settings.swimlane or settings.dep_gen or settings.scope_stats:
+            self.rec = Recorder(rank, settings.swimlane, settings.dep_gen, settings.scope_stats)
+            # the recording variant, chosen once for the run (see tracing.py)
+            rc.__class__ = TracingRankContext
+            rc._trace = self.rec
+        self.task_dumps = None
+        if settings.dump_args == 1:
+            # level 1: tagged tasks dump too (their scope is wrapped, see argdumps.py)
+            self.task_dumps = rc._dumps = TaskDumps()
+            rc.__class__ = TracingDumpingRankContext if self.rec is not None else \
+                DumpingRankContext
+
+    def dispatch(self, fname, fn, call_args, vals, loc, image):
+        """Run one dispatch (``fn(*call_args)``), recording it."""
+        k = self.k
+        self.k += 1
+        d = dispatch_dir(self.s.root, self.rank, k)
+        if self.rec is not None or self.s.dump_args == 2:
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as e:
+                raise unwritable(d, e) from None
+        sp = image.span(loc)
+        self.meta.append((k, fname, str(sp) if sp is not None else None))
+        dumped = None
+        if self.s.dump_args:
+            names = param_names(fn, len(vals))
+            idx = range(len(vals)) if self.s.dump_args == 2 else \
+                getattr(image, "dump_params", {}).get(fname, ())
+            dumped = [(i, names[i], vals[i]) for i in idx] or None
+            if dumped is not None:
+                write_args(os.path.join(d, ARGS_DIR), "before", dumped)
+            if self.task_dumps is not None:
+                self.task_dumps.begin_dispatch(d, image)
+        rec = self.rec
+        if rec is not None:
+            rec.begin_dispatch(k, fname, image)
+        finished = False
+        try:
+            fn(*call_args)
+            finished = True
+        finally:
+            if rec is not None:
+                rec.end_dispatch(finished)
+        if dumped is not None:
+            write_args(os.path.join(d, ARGS_DIR), "after", dumped)
+
+    def salvage(self):
+        """The run failed or was aborted on this rank: write what was recorded
+        (the controller merges it into the call's trace).  Never raises: the
+        rank is on its way out."""
+        try:
+            self.finish()
+        except BaseException:
+            pass
+
+    def finish(self):
+        """The run ended on this rank: write its files, then put the rank's
+        context back to the untraced class."""
+        rec = self.rec
+        try:
+            if rec is not None:
+                lines = {k: line for k, _, line in self.meta}
+                for dt in rec.dispatches:
+                    self._write_dispatch(dt, lines.get(dt.k))
+        except OSError as e:
+            raise unwritable(self.s.root, e) from None
+        finally:
+            if rec is not None or self.task_dumps is not None:
+                self.rc.__class__ = RankContext
+                self.rc.__dict__.pop("_trace", None)
+                self.rc.__dict__.pop("_dumps", None)
+            if self.task_dumps is not None:
+                # the scheduler's threads copied the context (class and all) when
+                # they started; no task runs between dispatches, so switching
+                # them back here races with nothing
+                sched = self.rc.__dict__.get("_scheduler")
+                for ctx in (sched.contexts if sched is not None else ()):
+                    if ctx.__dict__.pop("_dumps", None) is not None:
+                        ctx.__class__ = RankContext
+            if rec is not None:
+                # the scheduler's threads drop the recorder at their next
+                # dispatch; its events go now
+                rec.dispatches = []
+                rec.cell_keys = {}
+            if self.ship is not None:
+                try:
+                    self.ship(Files(self.dest, _files_under(self.s.root)))
+                finally:
+                    self.close()
+
+    def close(self) -> None:
+        """Remove the private directory of a shipping rank (nothing otherwise)."""
+        if self.ship is not None:
+            shutil.rmtree(self.s.root, ignore_errors=True)
+
+    def _write_dispatch(self, dt, line):
+        s = self.s
+        d = dispatch_dir(s.root, self.rank, dt.k)
+        if s.dep_gen:
+            edges = [{"from": a, "to": b, "kinds": sorted(kinds)}
+                     for (a, b), kinds in sorted(dt.edges.items())]
+            _write_json(os.path.join(d, "deps.json"),
+                        {"rank": self.rank, "dispatch": dt.k, "function": dt.fname,
+                         "line": line, "tasks": dt.tasks, "edges": edges})
+        if s.scope_stats:
+            os.makedirs(os.path.join(d, "scope_stats"), exist_ok=True)
+            scopes = dt.scopes or [{"function": dt.fname, "tasks_submitted": 0,
+                                    "task_window_watermark": 0, "dep_edges": 0}]
+            with open(os.path.join(d, "scope_stats", "scope_stats.jsonl"), "w",
+                      encoding="utf-8") as f:
+                for sc in scopes:
+                    f.write(json.dumps(dict(sc, rank=self.rank, dispatch=dt.k,
+                                            heap_bytes=None)) + "\n")
+        if s.swimlane:
+            T.write(os.path.join(d, RANK_TRACE), self._chrome(dt, line))
+
+    def _chrome(self, dt, line) -> dict:
+        """The dispatch's events as a Chrome trace: this rank is one process,
+        its tracks are threads (``tracing.pid_of``)."""
+        org = self.s.origin_ns
+        pid = pid_of(self.rank)
+
+        def us(t):
+            return round((t - org) / 1000.0, 3)
+
+        builtin = dt.fname.startswith("builtin.tensor.")
+        name = ("pld.tensor." + dt.fname.rsplit(".", 1)[1] + " (HOST)") if builtin else dt.fname
+        evs = [{"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
+                "args": {"name": f"rank {self.rank}"}},
+               {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": pid,
+                "args": {"sort_index": self.rank}},
+               {"name": name, "cat": "collective" if builtin else "dispatch", "ph": "X",
+                "pid": pid, "tid": pid + MAIN_TID, "ts": us(dt.t0),
+                "dur": round(us(dt.t1) - us(dt.t0), 3),
+                "args": {"dispatch": dt.k, "function": dt.fname, "line": line,
+                         "finished": dt.finished}}]
+        tids = {MAIN_TID}
+        for (ename, cat, tid, t0, t1, args) in dt.events:
+            tids.add(tid)
+            if t1 is None:
+                evs.append({"name": ename, "cat": cat, "ph": "i", "s": "t", "pid": pid,
+                            "tid": pid + tid, "ts": us(t0), "args": args})
+            else:
+                evs.append({"name": ename, "cat": cat, "ph": "X", "pid": pid, "tid": pid + tid,
+                            "ts": us(t0), "dur": max(round(us(t1) - us(t0), 3), 0.0),
+                            "args": args})
+        if self.rec.deps:
+            evs.extend(_dependency_flows(evs))
+        for tid in sorted(tids):
+            evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": pid + tid,
+                        "args": {"name": self.rec.threads.get(tid, f"thread {tid}")}})
+        return {"traceEvents": evs,
+                "otherData": {"schema": T.SCHEMA, "rank": self.rank, "dispatch": dt.k,
+                              "function": dt.fname}}
+
+
+def _dependency_flows(evs) -> list:
+    """An arrow from the end of each task a task waited for (its last block)
+    to the start of each of its blocks (ids local to the file: the merge
+    renumbers them)."""
+    last = {}
+    for e in evs:
+        if e.get("cat") == "task":
+            tid = e["args"]["task_id"]
+            if tid not in last or e["ts"] + e["dur"] > last[tid]["ts"] + last[tid]["dur"]:
+                last[tid] = e
+    flows = []
+    for e in evs:
+        if e.get("cat") != "task":
+            continue
+        for p in e["args"].get("after", ()):
+            src = last.get(p)
+            if src is None:
+                continue
+            i = len(flows) // 2 + 1
+            name = f"task {p} -> task {e['args']['task_id']}"
+            flows.append({"name": name, "cat": "dependency", "ph": "s", "id": i,
+                          "pid": src["pid"], "tid": src["tid"],
+                          "ts": max(src["ts"], src["ts"] + src["dur"] - 0.001)})
+            flows.append({"name": name, "cat": "dependency", "ph": "f", "bp": "e", "id": i,
+                          "pid": e["pid"], "tid": e["tid"],
+                          "ts": e["ts"] + min(e["dur"], 0.001)})
+    return flows
+
+
+def _files_under(root: str) -> tuple:
+    """((path relative to ``root``, bytes), ...) of every file under ``root``."""
+    out = []
+    for d, _, names in os.walk(root):
+        for name in sorted(names):
+            path = os.path.join(d, name)
+            with open(path, "rb") as f:
+                out.append((os.path.relpath(path, root), f.read()))
+    return tuple(out)
+
+
+def _write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+
+
+__all__ = ["DFX_DIR", "DfxSettings", "MERGED_TRACE", "RANK_TRACE", "RankArtefacts", "dfx_root",
+           "dispatch_dir", "merged_trace_path"]

@@ -1,0 +1,137 @@
+"""The ``pld.tensor.*`` collectives as the runtimes call them.
+
+* In a kernel (``RankCollectives``, a mixin of ``RankContext``) the call runs
+  the algorithm right there, inside the caller's kernel: the InCore composite.
+* In a HOST orchestrator (``HostCollectives``, a mixin of ``HostRuntime``) the
+  call sends one builtin dispatch to every member of the operands' comm
+  domain; each rank runs it in its dispatch order (``BUILTINS``), so later
+  dispatches on those windows see the result, and the ranks synchronise with
+  each other inside the builtin.
+
+The algorithms live in ``tilecomm.collectives``; ``RankCollectives`` is also
+the ``RankLink`` they use to reach the rank (cells, blocking waits published
+for the monitor, entry counters).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...collectives import algorithms as A
+from ...collectives.protocol import RankLink
+from ...errors import RuntimeFault
+from ...transport.base import CMP_GE
+from .. import control as C
+from ..messages import Dispatch
+from ..values import WindowRef
+
+BUILTIN_PREFIX = "builtin.tensor."
+# the function a rank runs for each HOST builtin dispatch:
+# fn(rank, *operands, loc, host=True)
+BUILTINS = {BUILTIN_PREFIX + name: getattr(A, name) for name in (
+    "allreduce", "barrier", "broadcast", "allgather", "reduce_scatter", "all_to_all",
+    "all_to_all_v")}
+
+
+class RankCollectives(RankLink):
+    """Mixin of ``RankContext`` (which provides ``_cell``, ``_block_on``,
+    ``control``, ``device``, ``image``, ``func_id``)."""
+
+    # ------------------------------------------------------------ RankLink
+    def cell_of(self, view, member, offsets, op):
+        cell = view.cells.get((member, offsets))
+        if cell is None:
+            cell = self._cell(view, member, offsets, op)
+        return cell
+
+    def block(self, cell, expected, view, offsets, src, loc, collective, generation):
+        flat = int(np.ravel_multi_index(offsets, view.shape))
+        record = C.WaitRecord(view.buffer.id, flat, CMP_GE, int(expected), loc, src,
+                              self.func_id, view.shape[-1], len(view.shape), collective,
+                              generation)
+        self._block_on(cell, CMP_GE, int(expected), record)
+
+    def enter_collective(self, buffer_id):
+        return self.control.enter_collective(self.device, buffer_id)
+
+    def collective_count(self, device, buffer_id):
+        return self.control.collective_count(device, buffer_id)
+
+    def notify_sources(self, buffer_id):
+        image = self.image
+        return image.notify_sources.get(buffer_id, "") if image is not None else ""
+
+    # ------------------------------------------------------------ InCore composites
+    def allreduce(self, target, signal, op, mode, core_num, _loc=-1):
+        return A.allreduce(self, target, signal, op, mode, core_num, _loc, False)
+
+    def barrier(self, signal, _loc=-1):
+        return A.barrier(self, signal, _loc, False)
+
+    def broadcast(self, target, signal, root, _loc=-1):
+        return A.broadcast(self, target, signal, root, _loc, False)
+
+    def allgather(self, local_data, target, signal, _loc=-1):
+        return A.allgather(self, local_data, target, signal, _loc, False)
+
+    def reduce_scatter(self, target, signal, op, _loc=-1):
+        return A.reduce_scatter(self, target, signal, op, _loc, False)
+
+    def all_to_all(self, input, target, signal, _loc=-1):
+        return A.all_to_all(self, input, target, signal, _loc, False)
+
+    def all_to_all_v(self, input, target, signal, send_counts, recv_counts, _loc=-1):
+        return A.all_to_all_v(self, input, target, signal, send_counts, recv_counts, _loc,
+                              False)
+
+
+class HostCollectives:
+    """Mixin of ``HostRuntime`` (which provides ``call`` and ``_seq``)."""
+
+    def allreduce(self, target, signal, op, mode, core_num, _loc=-1):
+        return self._builtin("allreduce", target, (target, signal, int(op), mode, core_num),
+                             _loc)
+
+    def barrier(self, signal, _loc=-1):
+        return self._builtin("barrier", signal, (signal,), _loc)
+
+    def broadcast(self, target, signal, root, _loc=-1):
+        return self._builtin("broadcast", target, (target, signal, root), _loc)
+
+    def allgather(self, local_data, target, signal, _loc=-1):
+        return self._builtin("allgather", target, (local_data, target, signal), _loc)
+
+    def reduce_scatter(self, target, signal, op, _loc=-1):
+        return self._builtin("reduce_scatter", target, (target, signal, int(op)), _loc)
+
+    def all_to_all(self, input, target, signal, _loc=-1):
+        return self._builtin("all_to_all", target, (input, target, signal), _loc)
+
+    def all_to_all_v(self, input, target, signal, send_counts, recv_counts, _loc=-1):
+        return self._builtin("all_to_all_v", target,
+                             (input, target, signal, send_counts, recv_counts), _loc)
+
+    def _builtin(self, name, result, args, loc):
+        """One builtin dispatch of collective ``name`` to every member rank."""
+        op = f"pld.tensor.{name}"
+        windows = [a for a in args if isinstance(a, WindowRef)]
+        domain = windows[-1].buffer.devices          # the signal's (the last window)
+        seen = {}
+        for w in windows:
+            b = w.buffer
+            if b.devices != domain:
+                raise RuntimeFault(f"{op}: window '{b.name}' belongs to the comm domain "
+                                   f"{list(b.devices)}, the signal to {list(domain)}; one "
+                                   f"collective runs on one domain", code="TC503")
+            if b.id in seen:
+                raise RuntimeFault(f"{op}: operands are views of the same window buffer "
+                                   f"'{b.name}'", code="TC503")
+            seen[b.id] = b
+        key = self.call.executable.image.key
+        fname = BUILTIN_PREFIX + name
+        for d in domain:
+            self._seq[d] += 1
+            self.call.send(d, Dispatch(key, fname, self._seq[d], args, (), loc))
+        return result
+
+
+__all__ = ["BUILTINS", "BUILTIN_PREFIX", "HostCollectives", "RankCollectives"]

@@ -1,0 +1,212 @@
+"""A rank's worker process: executes the dispatches sent to its rank, in order."""
+from __future__ import annotations
+
+import ctypes
+import linecache
+import os
+import signal
+import traceback
+
+import numpy as np
+
+from ...errors import UserError
+from ...transport.base import WindowKey
+from .. import control as C
+from .. import messages as M
+from .host_tensors import HostSegments
+from .artefacts import RankArtefacts
+from .collective_calls import BUILTINS
+from .inbox import Inbox
+
+from .context import RankAborted, RankContext
+from ..values import HostRef, WindowRef, WindowView
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def worker_main(rank: int, ranks, conn) -> int:
+    """Serve one rank until told to shut down: run dispatches in order; an
+    ``EndRun`` closes one run of the host orchestrator (ranks may serve many).
+    Returns the process's exit code (``messages.EXIT_*``)."""
+    if ranks.launcher.forks:
+        # Ctrl-C reaches the whole process group; the controller alone handles it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent()
+        if os.getppid() != ranks.owner:
+            return M.EXIT_FAILED
+    ranks.transport.in_child(rank)
+    images = dict(ranks.images)             # inherited; later ones arrive by message
+    try:
+        control = ranks.control.attach()
+        transport = ranks.transport.endpoint(rank, ranks.world)
+    except UserError as e:                  # out of descriptors or memory: say so, not just die
+        text = f"{type(e).__name__}: {e}"
+        M.send(conn, M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
+                           type(e).__name__, e.code, None))
+        return M.EXIT_FAILED
+    keep = ranks.own_prefix if ranks.arguments is not None else None
+    # host tensors: mapped by name, or (an MPI process sharing no memory with
+    # process 0) fetched over RMA per dispatch and written back before the
+    # dispatch's completion is published (mpi_hosts.py)
+    window = ranks.spmd.hosts if ranks.spmd is not None else None
+    hosts = HostSegments(keep) if window is None else window.rank_tensors(keep)
+    rma = hosts if hosts.over_rma else None
+    # and run artefacts, then written where process 0 cannot read them: sent
+    # to it, handled there before this rank is seen finished or gone
+    ship = (lambda files: conn.send_bytes_received(M.encode(files))) if rma is not None \
+        else None
+    # a prepared worker's persistent windows: one WindowView per (image,
+    # buffer, view) kept across runs, so its cell handles and collective plans
+    # are resolved once for the worker's lifetime, not once per dispatch
+    views = {} if ranks.persistent is not None else None
+    rc = RankContext(rank, ranks.world, control, transport, ranks.config)
+    inbox = Inbox(conn)                     # see inbox.py: who reads the channel, and when
+    ranks.launcher.serving(rank, rc, inbox)
+    finished = False                        # between the end of a run and the next one
+    dfx = None                              # this run's artefacts, when its config asks
+    while True:
+        if not finished and not inbox.pending():
+            control.set_state(rank, C.IDLE)   # a finished rank stays FINISHED for the monitor
+        msg = inbox.next()
+        if dfx is not None and isinstance(msg, (M.Disconnected, M.Shutdown)):
+            dfx.close()                     # stopped mid-run: a shipping rank's directory
+        if isinstance(msg, M.Disconnected):
+            return M.EXIT_DISCONNECTED
+        if isinstance(msg, M.Shutdown):
+            return M.EXIT_OK
+        if isinstance(msg, M.LoadImage):
+            images[msg.image.key] = msg.image
+            continue
+        if isinstance(msg, M.BeginRun):
+            dfx = RankArtefacts(rank, msg.settings, rc, ship)
+            continue
+        control.set_state(rank, C.RUNNING)
+        finished = isinstance(msg, M.EndRun)
+        if finished:
+            if dfx is not None:             # written before the run is reported done
+                try:
+                    dfx.finish()
+                except BaseException as e:
+                    control.set_state(rank, C.FAILED)
+                    M.send(conn, M.Failed(rank, "run artefacts", f"{type(e).__name__}: {e}",
+                                          f"{type(e).__name__}: {e}", type(e).__name__,
+                                          getattr(e, "code", None), None))
+                    control.wake_controller()   # the message is read now, not a slice later
+                    return M.EXIT_FAILED
+                dfx = None
+            control.set_state(rank, C.FINISHED)
+            control.finish_run(rank)        # the last rank to finish wakes the controller
+            if not msg.keep_windows:        # persistent windows stay mapped for the next run
+                transport.end_run()         # unmap this run's segments (being unlinked)
+            hosts.close()
+            continue
+        if control.aborted():               # a peer failed: run nothing more
+            if dfx is not None:
+                dfx.salvage()
+            return M.EXIT_ABORTED
+        image = images[msg.image_key]
+        fname = msg.fname
+        try:
+            rc.image = image
+            builtin = BUILTINS.get(fname)
+            if builtin is not None:          # a HOST collective's share of this rank
+                rc.func_id = -1
+                if rma is not None:
+                    rma.fetch(msg.args)
+                vals = [_materialize(a, rank, transport, hosts, None, views, image.key)
+                        for a in msg.args]
+                if dfx is None:
+                    builtin(rc, *vals, msg.loc, True)
+                else:
+                    dfx.dispatch(fname, builtin, (rc, *vals, msg.loc, True), vals, msg.loc, image)
+            else:
+                rc.func_id = image.func_names.index(fname)
+                for dep_rank, dep_seq in msg.deps:
+                    rc.wait_dispatch(dep_rank, dep_seq)
+                if rma is not None:          # after the writers this dispatch depends on
+                    rma.fetch(msg.args)
+                shapes = image.param_shapes[fname]
+                vals = [_materialize(a, rank, transport, hosts, s, views, image.key)
+                        for a, s in zip(msg.args, shapes)]
+                if dfx is None:
+                    image.function(fname)(rc, *vals)
+                else:
+                    dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image)
+            if rma is not None:              # complete in process 0 before "done" is published
+                rma.write_back()
+        except RankAborted:
+            if dfx is not None:             # what was recorded up to the abort
+                dfx.salvage()
+            return M.EXIT_ABORTED
+        except BaseException as e:                       # report, then stop this rank
+            control.set_state(rank, C.FAILED)
+            summary, text, (etype, code, span) = format_failure(e, image, msg.loc)
+            M.send(conn, M.Failed(rank, fname, summary, text, etype, code, span))
+            control.wake_controller()
+            if dfx is not None:
+                dfx.salvage()
+            return M.EXIT_FAILED
+        # publish progress for host-tensor dependencies of other ranks
+        control.publish_done(rank, msg.seq)
+
+
+def _materialize(desc, rank, transport, hosts, shape, views=None, image_key=None):
+    if isinstance(desc, HostRef):
+        a = hosts.array(desc)
+        return a.reshape(shape) if shape is not None and a.shape != shape else a
+    if isinstance(desc, WindowRef):
+        if views is not None:
+            key = (image_key, desc.buffer, shape, desc.shape, desc.dtype)
+            view = views.get(key)
+            if view is None:
+                view = views[key] = _materialize(desc, rank, transport, hosts, shape)
+            return view
+        buf = desc.buffer
+        if rank not in buf.devices:
+            raise UserError(f"window '{buf.name}' was passed to rank {rank}, which is not in its "
+                            f"comm domain {list(buf.devices)}", code="TC503")
+        member = buf.domain_rank(rank)
+        view_shape = tuple(shape if shape is not None else desc.shape)
+        key = WindowKey(buf.segments, buf.devices, view_shape, np.dtype(desc.dtype))
+        return WindowView(buf, view_shape, desc.dtype, transport.local(key, member), member)
+    return desc
+
+
+def format_failure(exc, image, loc):
+    """(summary, traceback text in user terms, (type, code, span)) of a rank failure."""
+    frames = []
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if fr.filename == image.filename:
+            span = image.linemap.get(fr.lineno)
+            if span is not None:
+                frames.append(span)
+    lines = ["Traceback (program frames, most recent call last):"]
+    dispatched = image.span(loc)
+    if dispatched is not None:
+        lines.append(f'  File "{dispatched.file}", line {dispatched.line}, in {dispatched.func} '
+                     f'(dispatch)')
+    for sp in frames:
+        lines.append(f'  File "{sp.file}", line {sp.line}, in {sp.func}')
+        src = linecache.getline(sp.file, sp.line).strip()
+        if src:
+            lines.append(f"    {src}")
+    msg = exc.message if isinstance(exc, UserError) else str(exc)
+    task = getattr(exc, "task_name", None)
+    if task:                                # raised by a task of the rank's scheduler
+        msg = f"in task '{task}': {msg}"
+    code = getattr(exc, "code", None)
+    lines.append(f"{type(exc).__name__}: {msg}" + (f" [{code}]" if code else ""))
+    if not isinstance(exc, UserError):
+        lines.append("-- full traceback --")
+        lines.append("".join(traceback.format_exception(exc)).rstrip())
+    where = frames[-1] if frames else dispatched
+    summary = f"{type(exc).__name__}: {msg}" + (f" at {where}" if where else "")
+    return summary, "\n".join(lines), (type(exc).__name__, code, where)

@@ -1,0 +1,2 @@
+"""The DistributedWorker API: ranks kept alive across calls, handles, device
+tensors, builds kept on disk."""

@@ -1,0 +1,86 @@
+"""Handles a DistributedWorker gives out: one per submitted call, one per
+registered program."""
+from __future__ import annotations
+
+import math
+import threading
+
+from ...errors import ConfigError
+
+
+def check_timeout(timeout) -> float | None:
+    """``None`` (wait for ever) or a finite number >= 0 of seconds."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not math.isfinite(timeout) or timeout < 0:
+        raise ConfigError(f"timeout must be None or a finite number of seconds >= 0, got "
+                          f"{timeout!r}", code="TC421")
+    return float(timeout)
+
+
+class DistributedRunHandle:
+    """A call submitted with ``rt.submit``: ``result()`` waits for it and
+    returns what the call returns (re-raising its error, every time it is
+    asked); ``done`` says whether it finished."""
+
+    def __init__(self, compiled, drive=None):
+        self.compiled = compiled
+        # drive(handle): finish the call in the asking thread (a pipelined
+        # call, see ``pipeline.py``); None: the worker's dispatcher runs it
+        self._drive = drive
+        self._finished = threading.Event()
+        self._value = None
+        self._error: BaseException | None = None
+
+    def _set(self, value=None, error: BaseException | None = None) -> None:
+        self._value, self._error = value, error
+        self._finished.set()
+
+    @property
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    def wait(self, timeout=None) -> None:
+        """Wait until the call finished; re-raise its error; ``TimeoutError``
+        if it has not finished within ``timeout`` seconds."""
+        t = check_timeout(timeout)
+        if t is None and self._drive is not None and not self._finished.is_set():
+            self._drive(self)           # without a time limit: this thread finishes it
+        if not self._finished.wait(t):
+            raise TimeoutError(f"the submitted call did not finish within {t} s")
+        if self._error is not None:
+            raise self._error
+
+    def result(self, timeout=None):
+        """``wait(timeout)``, then the call's return value."""
+        self.wait(timeout)
+        return self._value
+
+    def __repr__(self):
+        state = "done" if self.done else "in flight"
+        return f"<DistributedRunHandle {state}>"
+
+
+class RegistrationHandle:
+    """A program registered with a worker: calling it runs it there."""
+
+    def __init__(self, worker, compiled):
+        self._worker = worker
+        self.compiled = compiled
+
+    @property
+    def closed(self) -> bool:
+        return self._worker.closed
+
+    def __call__(self, *args, config=None):
+        return self._worker.run(self.compiled, *args, config=config)
+
+    def submit(self, *args, config=None) -> DistributedRunHandle:
+        return self._worker.submit(self.compiled, *args, config=config)
+
+    def __repr__(self):
+        return f"<RegistrationHandle {'closed' if self.closed else 'open'}>"
+
+
+__all__ = ["DistributedRunHandle", "RegistrationHandle", "check_timeout"]
