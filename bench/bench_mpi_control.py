@@ -17,7 +17,7 @@ Figures, each measured with both control planes in alternating rounds:
   rank's state changes, its progress and the monitor's polling.
 
 The node-shared plane is forced, for the comparison only, by giving
-``mpi_spmd.set_up`` a job and plane factory that build it.
+``spmd.MpiBackend`` a job and plane factory that build it.
 """
 import argparse
 import json
@@ -34,7 +34,7 @@ sys.path.insert(0, HERE)
 
 
 def _force_plane(kind: str) -> None:
-    """Make ``mpi_spmd.set_up`` build the ``kind`` control plane ("rma" is
+    """Make ``spmd.MpiBackend`` build the ``kind`` control plane ("rma" is
     what DIRECT=0 selects; "shared" is the node-shared one)."""
     from tilecomm.backends.mpi import control as mpi_control
     from tilecomm.backends.mpi import spmd as mpi_spmd

@@ -30,8 +30,8 @@ from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
 from .runtime.rank.artefacts import merged_trace_path
 from .runtime.config import RunConfig
-from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
-                                 to_numpy)
+from .runtime.executable import (BufferInfo, EntryInfo, Executable, FunctionInfo, KernelImage, Param,
+                                 ProgramInfo, to_numpy)
 from .runtime.worker import builds
 from .runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.controller.run import launch
@@ -95,6 +95,8 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
             for name, fn in prog.functions.items() if fn.kind == SUBWORKER}
     return Executable(prog=ProgramInfo(functions, buffers, prog.world), lowered=lowered,
                       config=config, entry=lowered.namespace[f"f_{prog.entry.name}"],
+                      entry_info=EntryInfo(prog.entry.name, tuple(Param(p.name, p.span)
+                                                                  for p in prog.entry.params)),
                       image=image, directions=directions, ir=prog, sub_workers=subs)
 
 

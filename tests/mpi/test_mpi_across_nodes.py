@@ -1,7 +1,7 @@
 """Host tensors and run artefacts when the processes of an MPI job share no
 memory with process 0 -- as on several nodes: ``TILECOMM_MPI_DIRECT=0`` on
 this machine, and ``MPIR_CVAR_NOLOCAL=1`` (MPICH: every process believes it
-is alone on its node).  Host tensors then travel by RMA (``mpi_hosts.py``),
+is alone on its node).  Host tensors then travel by RMA (``backends/mpi/hosts.py``),
 a rank's artefacts as messages; the scripts check every result against
 numpy on every process, and that processes r > 0 map none of process 0's
 segments and write nothing into its output directory themselves."""

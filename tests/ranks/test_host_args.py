@@ -7,7 +7,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-import tilecomm.runtime.controller.run as launch_mod
+import tilecomm.runtime.controller.ranks as ranks_mod
 from tilecomm.errors import ArgumentError, UserError
 
 from programs_prims import WORLD_SIZES, config_for
@@ -122,7 +122,7 @@ def no_workers(monkeypatch):
     """Fail loudly if a call gets as far as starting rank processes."""
     def refuse(self, *a, **k):
         raise AssertionError("rank processes were started for an invalid call")
-    monkeypatch.setattr(launch_mod.Ranks, "start", refuse)
+    monkeypatch.setattr(ranks_mod.Ranks, "start", refuse)
 
 
 def _bad_args(case, n):

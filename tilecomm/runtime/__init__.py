@@ -2,7 +2,7 @@
 from .config import DistributedConfig, RunConfig
 from .worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .worker.handles import DistributedRunHandle, RegistrationHandle
-from .controller.run import runs_host_code
+from .controller.backend import runs_host_code
 from .worker.distributed_worker import DistributedWorker
 
 __all__ = ["DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",

@@ -26,7 +26,11 @@ TRANSPORT_NAMES = tuple(TRANSPORTS)
 # transports whose ranks are the processes of an MPI job (mpiexec), not forked:
 # every process runs the caller's script
 MPI_TRANSPORT = "mpi"
-ALL_TRANSPORTS = TRANSPORT_NAMES + (MPI_TRANSPORT,)
+# RunConfig.transport name -> "module:Class" of the backend that runs it
+# (``controller/backend.py``), imported only when a run selects it
+BACKENDS = {**{name: "tilecomm.runtime.controller.backend:ForkBackend" for name in TRANSPORT_NAMES},
+            MPI_TRANSPORT: "tilecomm.backends.mpi.spmd:MpiBackend"}
+ALL_TRANSPORTS = tuple(BACKENDS)
 # set in every process that an MPI launcher (MPICH / Intel MPI, Open MPI, PMIx) started
 MPI_LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
 # cores of a rank's scheduler on the "cpu" platform: enough that independent

@@ -90,20 +90,39 @@ class KernelImage:
         return self.spans[loc] if 0 <= loc < len(self.spans) else None
 
 
+@dataclass(frozen=True)
+class Param:
+    name: str
+    span: object                      # where the user wrote it (for located errors)
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What the runtime reads of the HOST entry: its name (the key of its
+    parameter directions) and its parameters, for argument errors."""
+
+    name: str
+    params: tuple                     # of Param
+
+
 class Executable:
     """One specialisation, ready to launch: the HOST entry, the rank image and
     the program tables."""
 
-    def __init__(self, *, prog: ProgramInfo, lowered, config, entry, image: KernelImage,
-                 directions: dict, ir=None, program_key=None, sub_workers=None):
+    def __init__(self, *, prog: ProgramInfo, lowered, config, entry, entry_info: EntryInfo,
+                 image: KernelImage, directions: dict, ir=None, program_key=None,
+                 sub_workers=None):
         self.prog = prog
         self.lowered = lowered          # .source, .filename, .linemap of the lowered module
         self.config = config
         self.world = prog.world
         self.entry = entry
+        self.entry_info = entry_info
         self.image = image
         self.directions = directions    # function -> per-parameter In / Out / InOut
-        self.ir = ir                    # the verified IR it came from (for tools; opaque here)
+        # the verified IR it came from, for the compiler's tools (None for a
+        # reloaded build); the runtime reads ``entry_info`` instead
+        self.ir = ir
         # which program this specialises (persistent windows are kept per program)
         self.program_key = program_key
         # SubWorker function -> (its Python name, its Python function, whether
@@ -132,4 +151,5 @@ def to_numpy(x):
     return None
 
 
-__all__ = ["BufferInfo", "Executable", "FunctionInfo", "KernelImage", "ProgramInfo", "to_numpy"]
+__all__ = ["BufferInfo", "EntryInfo", "Executable", "FunctionInfo", "KernelImage", "Param", "ProgramInfo",
+           "to_numpy"]

@@ -27,7 +27,7 @@ class WindowBuffer:
 class HostRef:
     """A view of a host tensor living in a shared segment.  ``base``: the
     segment's address in process 0 where an MPI job reaches host tensors over
-    RMA (``mpi_hosts.py``: the displacement of its first byte in the host
+    RMA (``backends/mpi/hosts.py``: the displacement of its first byte in the host
     window); 0 where ranks map the segment by name."""
 
     segment: str

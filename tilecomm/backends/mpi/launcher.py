@@ -5,7 +5,7 @@ controller's messages (``messages.py``, unchanged) over MPI point-to-point.
 Process 0 is the controller: it runs the HOST orchestrator and the monitor,
 and rank 0's worker on a thread of its own, linked to it by two in-process
 queues.  Processes r > 0 serve rank r's dispatches for the length of one
-call (``mpi_spmd.serve``), reading their channel with a matched probe on a
+call (``spmd.MpiBackend``), reading their channel with a matched probe on a
 communicator of the launcher's own.
 
 No MPI call here blocks in MPI: a blocking receive in MPICH spins a core
@@ -157,7 +157,7 @@ class MpiLauncher(Launcher):
         self._status = MPI.Status()
         # how long process 0 may sleep between probes while a call runs: every
         # probe also makes MPI progress, which RMA into process 0's memory may
-        # need (mpi_hosts.py shortens it where ranks reach host tensors so)
+        # need (hosts.py shortens it where ranks reach host tensors so)
         self.max_pause = MAX_POLL_S
         cleanup.watch(self)              # SIGTERM of process 0 still removes its segments
 

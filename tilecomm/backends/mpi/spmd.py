@@ -8,7 +8,7 @@ the launcher, control plane and transport of this backend behind the
 interfaces the shared-memory backend implements (``Launcher``,
 ``ControlPlane``, ``TransportHost``) -- so host-tensor dependencies, the
 deadlock analysis and failure reports are the same code.  A process r > 0,
-on reaching the call, serves rank r's dispatches (``worker.worker_main``,
+on reaching the call, serves rank r's dispatches (``rank.loop.rank_main``,
 unchanged but for not being a forked child) until the run ends, then takes
 the call's outcome from process 0: the outputs (``pl.Out`` / ``pl.InOut``
 arguments, broadcast into its own arrays, so every process holds the full
@@ -28,11 +28,11 @@ as the window pool's (``MpiHost.pool.shared``):
   (``MpiControlPlane``);
 * otherwise (across nodes, or ``TILECOMM_MPI_DIRECT=0`` to run on one
   machine exactly as across nodes): an ordinary MPI window reached by RMA
-  calls only (``mpi_control.RmaControlPlane``).
+  calls only (``control.RmaControlPlane``).
 
 Host tensors are process 0's /dev/shm segments, which the workers map by
 name where the window pool is node-shared memory; otherwise they are reached
-over RMA in a dynamic window (``mpi_hosts.py``).
+over RMA in a dynamic window (``hosts.py``).
 
 Every collective MPI step (window creation and freeing, the outcome's
 broadcast) is made by every process in the same order: ranks are set up and
@@ -62,9 +62,10 @@ from ...runtime.executable import to_numpy
 from .control import RmaControlPlane
 from .hosts import open_host_window
 from .launcher import TAG_EXIT, MpiLauncher, ProcessEnd
-from ...runtime.rank.loop import worker_main
+from ...runtime.controller.backend import Backend
+from ...runtime.rank.loop import rank_main
 
-__all__ = ["MpiControlPlane", "MpiJob", "set_up"]
+__all__ = ["MpiBackend", "MpiControlPlane", "MpiJob"]
 
 
 class _Block:
@@ -115,7 +116,7 @@ class MpiJob:
         self.comm = MPI.COMM_WORLD.Dup()
         self.me = self.comm.Get_rank()
         self.win = self.memory = None
-        self.hosts = None        # process 0's host tensors over RMA, if so (mpi_hosts.py)
+        self.hosts = None        # process 0's host tensors over RMA, if so (hosts.py)
         if not shared:
             return                     # the RMA control plane makes its own window
         nbytes = C.control_size(world) + taskplane.area_size(world)
@@ -137,41 +138,50 @@ class MpiJob:
         self.comm.Free()
 
 
-def set_up(ranks) -> None:
-    """Give ``ranks`` (a ``launch.Ranks`` being built on every process of the
-    job) this backend's transport, control plane and launcher.  Collective."""
-    MPI = require_mpi()
-    mb = from_env().get("mpi_pool_mb")
-    if mb is not None and not (mb.isdigit() and int(mb) > 0):
-        raise ConfigError(f"TILECOMM_MPI_POOL_MB must be a positive number of MiB, got {mb!r}",
-                          code="TC402")
-    ranks.transport = MpiHost(ranks.world, pool_bytes=int(mb) << 20 if mb else None,
-                              direct=from_env().get("mpi_direct", True))
-    shared = ranks.transport.pool.shared
-    job = MpiJob(MPI, ranks.world, shared)
-    ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job) if shared else \
-        RmaControlPlane(job.comm, ranks.world, job)
-    ranks.launcher = MpiLauncher(ranks.world, MPI, job.comm, ranks.images)
-    job.hosts = open_host_window(MPI, job.comm, ranks.transport.pool.shared, ranks.launcher)
-    ranks.spmd = Spmd(MPI, job)
+class MpiBackend(Backend):
+    """The MPI backend: the per-call glue -- process 0 controls, the others
+    serve and receive.  Built on every process of the job, collectively."""
 
+    spmd = True
 
-class Spmd:
-    """The per-call glue: process 0 controls, the others serve and receive."""
-
-    def __init__(self, MPI, job: MpiJob):
+    def __init__(self, ranks):
+        super().__init__(ranks)
+        MPI = require_mpi()
+        mb = from_env().get("mpi_pool_mb")
+        if mb is not None and not (mb.isdigit() and int(mb) > 0):
+            raise ConfigError(f"TILECOMM_MPI_POOL_MB must be a positive number of MiB, got "
+                              f"{mb!r}", code="TC402")
+        ranks.transport = MpiHost(ranks.world, pool_bytes=int(mb) << 20 if mb else None,
+                                  direct=from_env().get("mpi_direct", True))
+        shared = ranks.transport.pool.shared
+        job = MpiJob(MPI, ranks.world, shared)
+        ranks.control = MpiControlPlane(_Block(job.memory), ranks.world, job) if shared else \
+            RmaControlPlane(job.comm, ranks.world, job)
+        ranks.launcher = MpiLauncher(ranks.world, MPI, job.comm, ranks.images)
+        job.hosts = open_host_window(MPI, job.comm, shared, ranks.launcher)
         self.MPI = MPI
         self.job = job
-        self.hosts = job.hosts   # None unless ranks reach host tensors over RMA
+        self.host_window = job.hosts   # None unless ranks reach host tensors over RMA
 
-    def execute(self, ranks, executable, args, config, controller):
+    @classmethod
+    def runs_host_code(cls) -> bool:
+        return require_mpi().COMM_WORLD.Get_rank() == 0
+
+    def rank_host_tensors(self, keep):
+        if self.host_window is None:
+            return super().rank_host_tensors(keep)
+        return self.host_window.rank_tensors(keep)
+
+    def execute(self, ranks, executable, args, config, run_call, last):
+        # every call is the job's last for the serving processes: each serves
+        # one call, then takes its outcome from process 0
         if config.dfx_enabled:
             # process 0 clears the last call's run artefacts when this call
             # begins, and every process may still be reading them (they are
             # the files of one output directory): all first reach this call
             self.job.comm.Barrier()
         if self.job.me == 0:
-            return self._control(ranks, executable, args, config, controller)
+            return self._control(ranks, executable, args, run_call)
         return self._serve(ranks, executable, args)
 
     def share(self, host: np.ndarray) -> None:
@@ -182,11 +192,11 @@ class Spmd:
             np.copyto(host, buf)
 
     # -------------------------------------------------------------- process 0
-    def _control(self, ranks, executable, args, config, controller):
+    def _control(self, ranks, executable, args, run_call):
         launcher = ranks.launcher
         launcher.begin_call()
         try:
-            result = controller(ranks, executable, args, config, last=True)
+            result = run_call(True)
         except BaseException as e:
             launcher.end_call()
             if launcher.stuck:
@@ -215,8 +225,8 @@ class Spmd:
 
     def _withdraw(self):
         """Every rank is out of the call: detach the host segments it closed."""
-        if self.hosts is not None:
-            self.hosts.withdraw_closed()
+        if self.host_window is not None:
+            self.host_window.withdraw_closed()
 
     def _bcast(self, header):
         self.job.comm.bcast(header, root=0)
@@ -227,7 +237,7 @@ class Spmd:
         end = ProcessEnd(MPI, comm)
         ranks.launcher.served.discard(self.job.me)
         try:
-            code = worker_main(self.job.me, ranks, end)
+            code = rank_main(self.job.me, ranks.setup(), end)
         finally:
             ranks.launcher.end_tasks(self.job.me)
         # the worker's inbox stopped reading (end_tasks); this call's channel
@@ -264,7 +274,7 @@ def _raw(a: np.ndarray) -> np.ndarray:
 
 def _outputs(executable, args) -> list:
     """Indices of the arguments the call writes back (arrays passed as outputs)."""
-    dirs = executable.directions[executable.ir.entry.name]
+    dirs = executable.directions[executable.entry_info.name]
     return [i for i, (a, d) in enumerate(zip(args, dirs))
             if d in (OUT, INOUT) and to_numpy(a) is not None]
 

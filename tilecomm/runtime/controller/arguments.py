@@ -21,11 +21,21 @@ import numpy as np
 from ...errors import ArgumentError
 from ...ir.types import INOUT, OUT
 from . import shmspace
-from ..worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .orchestrator import HostTensor
 from ..executable import to_numpy
 
 _OUTPUTS = (OUT, INOUT)
+
+
+class Resident:
+    """Base of a tensor that lives in a prepared worker's memory
+    (``worker.device_tensors``): a call takes it by reference,
+    ``host_value()`` being what the HOST orchestrator sees of it."""
+
+    __slots__ = ()
+
+    def host_value(self):
+        raise NotImplementedError
 
 
 def _key(arr):
@@ -34,7 +44,7 @@ def _key(arr):
 
 
 def _directions(executable):
-    return executable.directions[executable.ir.entry.name]
+    return executable.directions[executable.entry_info.name]
 
 
 def check_arguments(executable, args, space: bool = True) -> None:
@@ -42,8 +52,7 @@ def check_arguments(executable, args, space: bool = True) -> None:
     windows and arguments cannot fit in /dev/shm (RuntimeFault TC505; not
     checked with ``space`` False: a prepared call whose windows and argument
     segments exist already needs no new room)."""
-    # parameter names and spans (for the error) from the verified IR it was built from
-    params = executable.ir.entry.params
+    params = executable.entry_info.params    # names and spans, for the error
     arrays = [to_numpy(a) for a in args]
     for p, direction, arr in zip(params, _directions(executable), arrays):
         if arr is not None and direction in _OUTPUTS and not arr.flags.writeable:
@@ -65,7 +74,7 @@ def share_arguments(run, args, executable):
     copied back if any parameter it is passed as is an output."""
     vals, copies, seen = [], [], {}
     for a, direction in zip(args, _directions(executable)):
-        if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
+        if isinstance(a, Resident):
             vals.append(a.host_value())      # resident already: passed by reference
             continue
         arr = to_numpy(a)

@@ -3,7 +3,7 @@ to the calling *process*, whatever thread asks for them.
 
 Three Linux facts shape this module:
 
-* ``PR_SET_PDEATHSIG`` (set by every rank, see ``worker.py``) fires when the
+* ``PR_SET_PDEATHSIG`` (set by every rank, see ``rank/loop.py``) fires when the
   *thread* that forked the rank exits, not the process.  Ranks requested by
   the main thread are forked there: it lives as long as the process.  Ranks
   requested by any other thread are forked by a launcher thread that lives

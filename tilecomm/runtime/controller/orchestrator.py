@@ -75,10 +75,9 @@ class HostRuntime(KernelOps, HostCollectives):
         self._rr = 0
         self._seq = list(call.ranks.seq)    # dispatch numbers continue across runs
         self._access: dict = {}      # segment name -> list of (rank, seq, lo, hi, is_write)
-        # an MPI job whose ranks reach host tensors over RMA: segments are
-        # exposed there as a dispatch first names them (mpi_hosts.py)
-        spmd = call.ranks.spmd
-        self._hosts = spmd.hosts if spmd is not None else None
+        # a backend whose ranks reach host tensors over RMA (MPI across
+        # nodes): segments are exposed there as a dispatch first names them
+        self._hosts = call.ranks.backend.host_window
 
     @property
     def seq(self) -> list:

@@ -48,7 +48,7 @@ A rank whose process cannot write the controller's directory (an MPI process
 on another node: ``ship`` given) writes its files to a private temporary
 directory instead and, when it finishes or salvages the run, sends them to
 the controller (``messages.Files``, sent so that the controller has written
-them before it can see the rank finished or gone: ``mpi_launcher``), then
+them before it can see the rank finished or gone: ``backends/mpi/launcher.py``), then
 removes the directory.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ the controller's guarantee allows.
 
 The guarantee: the controller never blocks for long sending to a rank.  A
 run's dispatches may reach a rank in several messages (a long HOST loop sends
-a batch every ``launch.BATCH_MESSAGES`` dispatches; a SubWorker flushes before
+a batch every ``controller.run.BATCH_MESSAGES`` dispatches; a SubWorker flushes before
 it waits), and while the rank runs the first ones -- possibly blocked in a
 wait for a peer whose dispatch is not sent yet -- the controller must be able
 to write the rest, whatever their size: a full pipe would stall it and the

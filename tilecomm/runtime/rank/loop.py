@@ -1,4 +1,4 @@
-"""A rank's worker process: executes the dispatches sent to its rank, in order."""
+"""A rank's process: executes the dispatches sent to its rank, in order."""
 from __future__ import annotations
 
 import ctypes
@@ -6,6 +6,8 @@ import linecache
 import os
 import signal
 import traceback
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -13,15 +15,32 @@ from ...errors import UserError
 from ...transport.base import WindowKey
 from .. import control as C
 from .. import messages as M
-from .host_tensors import HostSegments
 from .artefacts import RankArtefacts
 from .collective_calls import BUILTINS
-from .inbox import Inbox
-
 from .context import RankAborted, RankContext
+from .inbox import Inbox
 from ..values import HostRef, WindowRef, WindowView
 
 _PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class RankSetup:
+    """What a rank's process takes from the controller's set of ranks
+    (``controller.ranks.Ranks.setup``): a forked rank inherits it, an MPI
+    process builds its own."""
+
+    world: int
+    owner: int                # the controller's pid: a forked rank whose parent is gone exits
+    forked: bool              # a child forked for this rank (not a process serving in place)
+    images: dict              # specialisations known when the rank started
+    control: object           # the control plane (``attach()`` gives the rank's handle)
+    transport: object         # the transport host (``in_child``, ``endpoint``)
+    config: object            # the RunConfig the ranks were started with
+    keep_prefix: str | None   # a prepared worker's pooled argument segments stay mapped
+    persistent: bool          # windows kept across runs (prepare(persistent=True))
+    host_tensors: Callable    # keep_prefix -> how the rank reaches host tensors
+    serving: Callable         # (rank, context, inbox): the launcher's hook once serving
 
 
 def _die_with_parent():
@@ -32,32 +51,30 @@ def _die_with_parent():
         pass
 
 
-def worker_main(rank: int, ranks, conn) -> int:
+def rank_main(rank: int, setup: RankSetup, conn) -> int:
     """Serve one rank until told to shut down: run dispatches in order; an
     ``EndRun`` closes one run of the host orchestrator (ranks may serve many).
     Returns the process's exit code (``messages.EXIT_*``)."""
-    if ranks.launcher.forks:
+    if setup.forked:
         # Ctrl-C reaches the whole process group; the controller alone handles it
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _die_with_parent()
-        if os.getppid() != ranks.owner:
+        if os.getppid() != setup.owner:
             return M.EXIT_FAILED
-    ranks.transport.in_child(rank)
-    images = dict(ranks.images)             # inherited; later ones arrive by message
+    setup.transport.in_child(rank)
+    images = dict(setup.images)             # inherited; later ones arrive by message
     try:
-        control = ranks.control.attach()
-        transport = ranks.transport.endpoint(rank, ranks.world)
+        control = setup.control.attach()
+        transport = setup.transport.endpoint(rank, setup.world)
     except UserError as e:                  # out of descriptors or memory: say so, not just die
         text = f"{type(e).__name__}: {e}"
         M.send(conn, M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
                            type(e).__name__, e.code, None))
         return M.EXIT_FAILED
-    keep = ranks.own_prefix if ranks.arguments is not None else None
     # host tensors: mapped by name, or (an MPI process sharing no memory with
     # process 0) fetched over RMA per dispatch and written back before the
-    # dispatch's completion is published (mpi_hosts.py)
-    window = ranks.spmd.hosts if ranks.spmd is not None else None
-    hosts = HostSegments(keep) if window is None else window.rank_tensors(keep)
+    # dispatch's completion is published (backends/mpi/hosts.py)
+    hosts = setup.host_tensors(setup.keep_prefix)
     rma = hosts if hosts.over_rma else None
     # and run artefacts, then written where process 0 cannot read them: sent
     # to it, handled there before this rank is seen finished or gone
@@ -66,10 +83,10 @@ def worker_main(rank: int, ranks, conn) -> int:
     # a prepared worker's persistent windows: one WindowView per (image,
     # buffer, view) kept across runs, so its cell handles and collective plans
     # are resolved once for the worker's lifetime, not once per dispatch
-    views = {} if ranks.persistent is not None else None
-    rc = RankContext(rank, ranks.world, control, transport, ranks.config)
+    views = {} if setup.persistent else None
+    rc = RankContext(rank, setup.world, control, transport, setup.config)
     inbox = Inbox(conn)                     # see inbox.py: who reads the channel, and when
-    ranks.launcher.serving(rank, rc, inbox)
+    setup.serving(rank, rc, inbox)
     finished = False                        # between the end of a run and the next one
     dfx = None                              # this run's artefacts, when its config asks
     while True:

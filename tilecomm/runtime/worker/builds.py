@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import ArgumentError, ConfigError
 from ..config import DistributedConfig, RunConfig
 from .device_tensors import DeviceTensor, StackedDeviceTensor
-from ..executable import Executable, fresh_image_key, to_numpy
+from ..executable import EntryInfo, Executable, Param, fresh_image_key, to_numpy
 from ..controller.run import launch
 from .distributed_worker import DistributedWorker
 
@@ -55,25 +55,6 @@ def signature(args) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-class _Entry:
-    """What the argument checks read of a reloaded entry: names and spans."""
-
-    def __init__(self, name, params):
-        self.name = name
-        self.params = params
-
-
-class _Param:
-    def __init__(self, name, span):
-        self.name = name
-        self.span = span
-
-
-class _Program:
-    def __init__(self, entry):
-        self.entry = entry
-
-
 class LoadedSource:
     """The lowered module of a reloaded build (executed again on load)."""
 
@@ -100,7 +81,7 @@ def save(output_dir: str, entry_name: str, key: str, exe: Executable, names: lis
         # named by the key: processes building other signatures into the same
         # directory never write one file, and a record names its own key
         fname = hashlib.sha1(key.encode()).hexdigest()[:16] + ".pkl"
-        entry = exe.ir.entry
+        entry = exe.entry_info
         record = {
             "key": key, "prog": exe.prog, "config": cfg, "directions": exe.directions,
             "image": exe.image, "source": exe.lowered.source,
@@ -162,7 +143,7 @@ class LoadedProgram:
         return sorted(self.meta["specialisations"])
 
     def _check_args(self, args):
-        params = self._any().ir.entry.params
+        params = self._any().entry_info.params
         if len(args) != len(params):
             raise ArgumentError(f"{self.meta['entry']} expects {len(params)} arguments "
                                 f"(in-place, one per parameter), got {len(args)}. Parameters: "
@@ -193,11 +174,11 @@ class LoadedProgram:
                                         f"was overwritten; compile the program again")
             lowered = LoadedSource(rec["source"], rec["filename"], rec["linemap"])
             rec["image"].key = fresh_image_key()    # keys are per process
-            params = [_Param(n, s) for n, s in rec["params"]]
+            params = tuple(Param(n, s) for n, s in rec["params"])
             exe = Executable(prog=rec["prog"], lowered=lowered, config=self.config,
-                             entry=lowered.namespace[f"f_{rec['entry']}"], image=rec["image"],
+                             entry=lowered.namespace[f"f_{rec['entry']}"],
+                             entry_info=EntryInfo(rec["entry"], params), image=rec["image"],
                              directions=rec["directions"],
-                             ir=_Program(_Entry(rec["entry"], params)),
                              program_key=self.key, sub_workers=rec["sub_workers"])
             self._cache[key] = exe
         return exe

@@ -26,6 +26,7 @@ import numpy as np
 from ... import dtypes as D
 from ...errors import ConfigError
 from ..executable import to_numpy
+from ..controller.arguments import Resident
 from ..controller.orchestrator import PlacedTensor, StackedShards
 
 # device addresses: block k of a worker starts at (k + 1) << ADDRESS_BITS, so an
@@ -51,7 +52,7 @@ class DeviceBlock:
         self.freed = False
 
 
-class DeviceTensor:
+class DeviceTensor(Resident):
     """A tensor resident in worker ``worker_id`` of one DistributedWorker."""
 
     __slots__ = ("shape", "dtype", "worker_id", "_block", "_owner", "id")
@@ -90,7 +91,7 @@ class DeviceTensor:
                 f"{state}>")
 
 
-class StackedDeviceTensor:
+class StackedDeviceTensor(Resident):
     """``host[i]`` resident on worker ``worker_ids[i]``; in a program ``x[i]``
     is that shard, to be dispatched with ``device=worker_ids[i]``."""
 

@@ -35,7 +35,9 @@ from ..controller.arguments import check_arguments
 from ..executable import to_numpy
 from .device_tensors import DeviceTensor, ResidentMemory, StackedDeviceTensor
 from .handles import DistributedRunHandle, RegistrationHandle
-from ..controller.run import SPMD_BACKENDS, Ranks, begin, execute, finish, next_id
+from ..controller.backend import backend_class
+from ..controller.ranks import Ranks, next_id
+from ..controller.run import Run, execute
 from .pipeline import Pipeline
 from ..controller.subworkers import bind_callbacks
 
@@ -106,6 +108,8 @@ class DistributedWorker:
             raise ConfigError(f"config must be a RunConfig, got {type(config).__name__}",
                               code="TC417")
         self._config = primary.config
+        # the backend the ranks run on (its class: what a call may do there)
+        self._backend = backend_class(self._config.resolved_transport())
         self._inherited = list(inherited_host_tensors or ())
         self._ranks: Ranks | None = None
         self._closed = False
@@ -238,7 +242,7 @@ class DistributedWorker:
         call at a time."""
         return not exe.sub_workers and len(self._programs) == 1 and \
             (not self.persistent or not self.reset_persistent_windows) and \
-            self._config.resolved_transport() not in SPMD_BACKENDS
+            not self._backend.spmd
 
     def _begin(self, call, config):
         exe, args = call
@@ -248,8 +252,8 @@ class DistributedWorker:
                 idle = self._sent == 0
                 self._sent += 1
             try:
-                return begin(ranks, exe, args, self._run_config(exe, config),
-                             callbacks=self.callbacks, idle=idle, reset_control=False)
+                return Run(ranks, exe, self._run_config(exe, config), self.callbacks) \
+                    .begin(args, idle=idle, reset_control=False)
             except BaseException:
                 with self._pending_lock:
                     self._sent -= 1
@@ -378,7 +382,7 @@ class DistributedWorker:
                 raise RuntimeFault("the call was stopped: another call on this DistributedWorker "
                                    "failed while it was in flight", code="TC426")
             try:
-                return finish(run)
+                return run.finish()
             except BaseException:
                 with self._lock:
                     self._drop(run.ranks)
@@ -478,14 +482,14 @@ class DistributedWorker:
         self._drain()                   # after the calls that may write it
         self._as_process_0(self.memory.copy_from(dst_host_ptr, src_dev_ptr, nbytes, worker_id))
 
-    def _as_process_0(self, host: np.ndarray) -> None:
+    def _as_process_0(self, host) -> None:
         """Under MPI, device memory that calls wrote is process 0's (its
         arguments are the ones the ranks see, as for host tensors): a read
         of it gives every process process 0's bytes.  Collective there, as
         every process makes the same read; nothing elsewhere."""
-        if self._config.resolved_transport() in SPMD_BACKENDS:
+        if self._backend.spmd:
             with self._lock:
-                self._live_ranks().spmd.share(host)
+                self._live_ranks().backend.share(host)
 
     def release_inherited_host_tensor_refs(self) -> None:
         self._check_open("release_inherited_host_tensor_refs")

@@ -1,6 +1,6 @@
 """Submitted calls that were sent to the ranks before the ones ahead of them
 finished (``DistributedWorker.submit`` on a worker that pipelines): the
-second halves of their runs (``launch.finish``: wait until every rank
+second halves of their runs (``Run.finish``: wait until every rank
 finished the run, copy outputs back), finished strictly in submission order.
 
 Who finishes them: whichever thread needs one first.  A caller that asks for
