@@ -288,3 +288,18 @@ def test_an_op_usable_somewhere_needs_an_implementation_there():
         def no_such_op(tensor):
             """Never registered: it has no HOST implementation."""
     assert all(r.name != "pl.no_such_op_for_this_test" for r in registry.records())
+
+
+def test_the_collectives_are_one_list_the_registry_and_the_runtime_agree_on():
+    """``collectives.names.NAMES`` names every collective record, and each has
+    an algorithm, a rank-side and a HOST implementation and a HOST builtin of
+    that name; a collective added to only one place fails here."""
+    from tilecomm.collectives import algorithms
+    from tilecomm.collectives.names import COLLECTIVES, NAMES
+    from tilecomm.runtime.rank.collective_calls import BUILTIN_PREFIX, BUILTINS
+    assert sorted(r.name for r in RECORDS if r.collective) == sorted(COLLECTIVES)
+    for name in NAMES:
+        rec = next(r for r in RECORDS if r.name == f"pld.tensor.{name}")
+        assert rec.impls[INCORE].__name__ == name and rec.impls[HOST].__name__ == name
+        assert BUILTINS[BUILTIN_PREFIX + name] is getattr(algorithms, name)
+    assert len(BUILTINS) == len(NAMES)

@@ -22,14 +22,12 @@ import numpy as np
 from ..errors import RuntimeFault
 from ..transport.base import NOTIFY_SET
 from .data import CHUNK_BYTES, FlatWindow, chunks, split
-from .names import collective_id
+from .names import COLLECTIVES, collective_id
 from .protocol import CreditBarrier
 
+# ids in the order of ``names.NAMES``
 ALLREDUCE, BARRIER, BROADCAST, ALLGATHER, REDUCE_SCATTER, ALL_TO_ALL, ALL_TO_ALL_V = (
-    collective_id(n) for n in (
-        "pld.tensor.allreduce", "pld.tensor.barrier", "pld.tensor.broadcast",
-        "pld.tensor.allgather", "pld.tensor.reduce_scatter", "pld.tensor.all_to_all",
-        "pld.tensor.all_to_all_v"))
+    collective_id(n) for n in COLLECTIVES)
 
 # ReduceOp -> the numpy ufunc that combines two operands
 REDUCE = {0: np.add, 1: np.maximum, 2: np.minimum, 3: np.multiply}

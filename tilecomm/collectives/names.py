@@ -2,9 +2,13 @@
 collective it is inside (an int in the control plane), the deadlock report
 turns it back into the op's name."""
 
-COLLECTIVES = ("pld.tensor.allreduce", "pld.tensor.barrier", "pld.tensor.broadcast",
-               "pld.tensor.allgather", "pld.tensor.reduce_scatter", "pld.tensor.all_to_all",
-               "pld.tensor.all_to_all_v")
+# The one list of the collectives: each is an algorithm of that name in
+# ``algorithms.py``, a registry record ``pld.tensor.<name>`` (``collective=True``),
+# a method of that name on the rank context and the HOST runtime, and a HOST
+# builtin dispatch ``builtin.tensor.<name>``; their order gives the ids.
+NAMES = ("allreduce", "barrier", "broadcast", "allgather", "reduce_scatter", "all_to_all",
+         "all_to_all_v")
+COLLECTIVES = tuple(f"pld.tensor.{name}" for name in NAMES)
 
 NO_COLLECTIVE = -1
 

@@ -478,8 +478,5 @@ def _all_to_all_v(c):
     return t
 
 
-COLLECTIVES = (allreduce, barrier, broadcast, allgather, reduce_scatter, all_to_all,
-               all_to_all_v)
-
 __all__ = ["allreduce", "barrier", "broadcast", "allgather", "reduce_scatter", "all_to_all",
            "all_to_all_v", "const_value"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...collectives import algorithms as A
+from ...collectives.names import NAMES
 from ...collectives.protocol import RankLink
 from ...errors import RuntimeFault
 from ...transport.base import CMP_GE
@@ -27,9 +28,7 @@ from ..values import WindowRef
 BUILTIN_PREFIX = "builtin.tensor."
 # the function a rank runs for each HOST builtin dispatch:
 # fn(rank, *operands, loc, host=True)
-BUILTINS = {BUILTIN_PREFIX + name: getattr(A, name) for name in (
-    "allreduce", "barrier", "broadcast", "allgather", "reduce_scatter", "all_to_all",
-    "all_to_all_v")}
+BUILTINS = {BUILTIN_PREFIX + name: getattr(A, name) for name in NAMES}
 
 
 class RankCollectives(RankLink):

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from ...collectives.names import NAMES
 from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
 from .deps import Tracker, base_array
 from .context import RankContext
@@ -422,15 +423,12 @@ class TracingRankContext(RankContext):
     remote_store = _timed("remote_store", "pld.remote_store", "rma", _store)
     put = _timed("put", "pld.tensor.put", "rma", _peer)
     get = _timed("get", "pld.tensor.get", "rma", _peer)
-    allreduce = _timed("allreduce", "pld.tensor.allreduce", "collective", _collective)
-    barrier = _timed("barrier", "pld.tensor.barrier", "collective", _collective)
-    broadcast = _timed("broadcast", "pld.tensor.broadcast", "collective", _collective)
-    allgather = _timed("allgather", "pld.tensor.allgather", "collective", _collective)
-    reduce_scatter = _timed("reduce_scatter", "pld.tensor.reduce_scatter", "collective",
-                            _collective)
-    all_to_all = _timed("all_to_all", "pld.tensor.all_to_all", "collective", _collective)
-    all_to_all_v = _timed("all_to_all_v", "pld.tensor.all_to_all_v", "collective",
-                          _collective)
+
+
+# every collective, recorded as one span of its call (names.NAMES: the one list)
+for _name in NAMES:
+    setattr(TracingRankContext, _name,
+            _timed(_name, f"pld.tensor.{_name}", "collective", _collective))
 
 
 __all__ = ["Recorder", "TracedScope", "TracingRankContext"]
