@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..waits import CMP_EQ, holds
+
 __all__ = ["BlockedWait", "NotifierSet", "deadlock_report", "satisfied"]
 
-CMP_NAMES = {0: "Eq", 1: "Ge"}
 
 
 def satisfied(cmp: int, value: int, expected: int) -> bool:
-    return value == expected if cmp == 0 else value >= expected
+    return holds(cmp, value, expected)
+
+
+def shown_cmp(cmp: int) -> str:
+    """How a report names a comparison: an unsigned ``>=`` reads as ``Ge``."""
+    return "Eq" if cmp == CMP_EQ else "Ge"
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,7 @@ class BlockedWait:
 
     def as_dict(self) -> dict:
         """The public form (``DeadlockError.blocked``)."""
-        d = {"rank": self.rank, "cmp": CMP_NAMES.get(self.cmp, "Ge"), "expected": self.expected,
+        d = {"rank": self.rank, "cmp": shown_cmp(self.cmp), "expected": self.expected,
              "span": self.span, "cell": list(self.cell), "dispatch": self.dispatch,
              "function": self.function, "kind": self.kind, "value": self.value,
              "satisfied": self.satisfied}
@@ -114,7 +120,7 @@ def deadlock_report(blocked: list, world: int, finished) -> str:
                          f"#{b.expected} (it has finished #{b.value}): a host tensor "
                          f"dependency")
             continue
-        cmp = CMP_NAMES.get(b.cmp, "Ge")
+        cmp = shown_cmp(b.cmp)
         op = "==" if cmp == "Eq" else ">="
         func = f" in {b.function}" if b.function else ""
         if b.dispatch and b.dispatch != b.function:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .deadlock import BlockedWait, CMP_NAMES
+from ..waits import CMP_GE_U, holds
+from .deadlock import BlockedWait, shown_cmp
 
 __all__ = ["RankTasks", "TaskWait", "rank_lines"]
 
-GE_UNSIGNED = 2
 
 
 @dataclass(frozen=True)
@@ -51,15 +51,13 @@ class TaskWait(BlockedWait):
 
     @property
     def satisfied(self) -> bool:
-        if self.cmp == GE_UNSIGNED:
-            return (self.value & 0xFFFFFFFF) >= self.expected
-        return super().satisfied
+        return holds(self.cmp, self.value, self.expected)
 
     def as_dict(self) -> dict:
         d = super().as_dict()
         d.update(task=self.task, task_span=self.task_span, tid=self.tid,
                  deferred=self.core < 0, core=self.core)
-        if self.cmp == GE_UNSIGNED:
+        if self.cmp == CMP_GE_U:
             d["cmp"] = "Ge"
             d["value"] = self.value & 0xFFFFFFFF
         return d
@@ -74,9 +72,9 @@ def _task(entry, spans) -> str:
 
 
 def _cell_line(b: TaskWait) -> str:
-    cmp = "Ge" if b.cmp == GE_UNSIGNED else CMP_NAMES.get(b.cmp, "Ge")
+    cmp = shown_cmp(b.cmp)
     op = "==" if cmp == "Eq" else ">="
-    value = b.value & 0xFFFFFFFF if b.cmp == GE_UNSIGNED else b.value
+    value = b.value & 0xFFFFFFFF if b.cmp == CMP_GE_U else b.value
     cell = ", ".join(map(str, b.cell))
     return f"cell {b.buffer}[{cell}] = {value} on rank {b.rank}, waiting for {op} {b.expected}"
 

@@ -34,6 +34,7 @@ import json
 import os
 
 from ..errors import UserError
+from ..waits import CMP_CODES, holds, i32
 
 SCHEMA = "tilecomm-swimlane-1"
 NOTIFY_CAT = "notify"
@@ -46,20 +47,12 @@ REQUIRED = {"X": ("name", "cat", "ph", "pid", "tid", "ts", "dur", "args"),
             "f": ("name", "cat", "ph", "pid", "tid", "ts", "id", "bp")}
 
 
-def _i32(v: int) -> int:
-    return ((int(v) + 2**31) % 2**32) - 2**31
-
-
 def satisfies(cmp: str, value: int, expected: int) -> bool:
-    """Whether a cell holding ``value`` meets the condition (``GeU``: the
-    unsigned comparison of deferred conditions)."""
-    if cmp == "Eq":
-        return _i32(value) == _i32(expected)
-    if cmp == "Ge":
-        return _i32(value) >= _i32(expected)
-    if cmp == "GeU":
-        return (int(value) & 0xFFFFFFFF) >= (int(expected) & 0xFFFFFFFF)
-    raise ValueError(f"unknown wait comparison {cmp!r}")
+    """Whether a cell holding ``value`` meets the condition named ``cmp``
+    (``GeU``: the unsigned comparison of deferred conditions)."""
+    if cmp not in CMP_CODES:
+        raise ValueError(f"unknown wait comparison {cmp!r}")
+    return holds(CMP_CODES[cmp], value, expected)
 
 
 def makes_true(notify: dict, cmp: str, expected: int) -> bool:
@@ -68,7 +61,7 @@ def makes_true(notify: dict, cmp: str, expected: int) -> bool:
     if not satisfies(cmp, a["result"], expected):
         return False
     if a["op"] == "AtomicAdd":
-        return not satisfies(cmp, _i32(a["result"] - a["value"]), expected)
+        return not satisfies(cmp, i32(a["result"] - a["value"]), expected)
     return True
 
 

@@ -53,7 +53,8 @@ import numpy as np
 
 from ... import _native_core as native
 from ...errors import RuntimeFault
-from ...transport.base import CMP_EQ, NOTIFY_SET, Endpoint, TransportHost, WaitHooks, WindowKey
+from ...waits import holds
+from ...transport.base import NOTIFY_SET, Endpoint, TransportHost, WaitHooks, WindowKey
 from ...transport.memops import address, check_atomic, write_region
 from .comm import check_job, on_one_node, require_mpi, unlink_backing_file
 from ...transport.shm import SPIN_WINDOW_NS
@@ -402,7 +403,7 @@ class MpiEndpoint(Endpoint):
         if cell[2]:
             return _wait_i32(cell[2], cmp, expected, 0, SPIN_WINDOW_NS, spin)[0]
         for _ in range(max(1, min(spin, 64))):
-            if _holds(_read(self.pool, cell[0], cell[1]), cmp, expected):
+            if holds(cmp, _read(self.pool, cell[0], cell[1]), expected):
                 return True
         return False
 
@@ -417,7 +418,7 @@ class MpiEndpoint(Endpoint):
                     ok, value = _wait_i32(cell[2], cmp, expected, 0, slice_ns, 0)
                 else:
                     value = _read(self.pool, cell[0], cell[1])
-                    ok = _holds(value, cmp, expected)
+                    ok = holds(cmp, value, expected)
                     if not ok:
                         time.sleep(slice_ns / 1e9)
                 if ok:
@@ -431,5 +432,3 @@ class MpiEndpoint(Endpoint):
         self._views.clear()
 
 
-def _holds(value: int, cmp: int, expected: int) -> bool:
-    return value == expected if cmp == CMP_EQ else value >= expected

@@ -37,13 +37,13 @@ import threading
 import time
 from collections import deque
 
-from ...transport.base import CMP_GE, WaitHooks
+from ...transport.base import WaitHooks
+from ...waits import CMP_GE_U, holds
 from .. import control as C
 from .. import taskplane
 from .deps import Tracker, base_array
 
 DEFER_SLOTS = 64           # deferred tasks tracked at once (upstream MAX_ASYNC_WAITS)
-CMP_GE_U = CMP_GE + 1      # unsigned >= (the native core's third comparison)
 
 QUEUED, READY, RUNNING, DEFERRED, DONE = range(5)
 
@@ -332,7 +332,7 @@ class Scheduler:
         """Every condition already true (a counter that arrived before the
         waiter registered): the TaskId completes at once, no watcher involved."""
         read = self.rc.transport.read_cell
-        held = all((read(cell) & 0xFFFFFFFF) >= expected for cell, expected, _ in conds)
+        held = all(holds(CMP_GE_U, read(cell), expected) for cell, expected, _ in conds)
         if held and self.trace is not None:
             self.trace.conditions_held(conds, read)
         return held

@@ -28,7 +28,8 @@ import time
 import numpy as np
 
 from ...collectives.names import NAMES
-from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
+from ...transport.base import NOTIFY_ADD
+from ...waits import CMP_NAMES
 from .deps import Tracker, base_array
 from .context import RankContext
 
@@ -50,7 +51,6 @@ def pid_of(rank: int) -> int:
     return (rank + 1) * PID_STRIDE
 
 
-CMP_NAMES = {CMP_EQ: "Eq", CMP_GE: "Ge", CMP_GE + 1: "GeU"}
 BLOCKED_CAT = "blocked"             # a wait the run ended in (deadlock, failure elsewhere)
 
 
