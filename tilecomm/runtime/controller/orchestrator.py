@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import ConfigError, RuntimeFault
 from ...ir.types import INOUT, OUT
 from ..rank.collective_calls import HostCollectives
-from ..rank.tile.kernel_ops import KernelOps
+from ..rank.tile.kernel_ops import ValueOps
 from ..messages import Dispatch
 from .subworkers import unbound_message, wait_dispatches
 from ..values import HostRef, WindowBuffer, WindowRef, address
@@ -68,7 +68,7 @@ class StackedShards:
         self.shards = shards
 
 
-class HostRuntime(KernelOps, HostCollectives):
+class HostRuntime(ValueOps, HostCollectives):
     def __init__(self, call):
         self.call = call
         self.world = call.world
@@ -136,7 +136,7 @@ class HostRuntime(KernelOps, HostCollectives):
             shard = base.shards[i]
             return self.index(shard, rest) if rest else shard
         if isinstance(base, HostTensor):
-            view = KernelOps.index(self, base.array, items)
+            view = ValueOps.index(self, base.array, items)
             if isinstance(view, np.ndarray):
                 if isinstance(base, PlacedTensor):
                     return PlacedTensor(base.segment, view, base.worker_id)

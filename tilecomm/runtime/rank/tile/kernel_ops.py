@@ -18,7 +18,43 @@ from .shape_ops import ShapeOps
 from ...values import Tile, WindowView, make_tile, valid_region
 
 
-class KernelOps(ScalarOps, MatmulOps, CastOps, ShapeOps):
+class ValueOps:
+    """What code of every function kind calls on its runtime for plain
+    values: constants, scalar min / max, bounds-checked indexing.  The base
+    of ``KernelOps`` and of the HOST orchestrator's runtime, which needs
+    nothing else of the tile ops."""
+
+    def const(self, value, dtype):
+        return float(value) if dtype.is_float else int(value)
+
+    def smin(self, lhs, rhs):
+        return min(lhs, rhs)
+
+    def smax(self, lhs, rhs):
+        return max(lhs, rhs)
+
+    def index(self, base, items):
+        a = arr(base)
+        idx = []
+        for i, (it, d) in enumerate(zip(items, a.shape)):
+            if isinstance(it, slice):
+                lo = 0 if it.start is None else int(it.start)
+                hi = d if it.stop is None else int(it.stop)
+                if not 0 <= lo <= hi <= d:
+                    raise fault(f"slice {lo}:{hi} is out of bounds for dimension {i} of size {d}")
+                idx.append(slice(lo, hi))
+            else:
+                n = int(it)
+                if not 0 <= n < d:
+                    raise fault(f"index {n} is out of bounds for dimension {i} of size {d}")
+                idx.append(n)
+        out = a[tuple(idx)]
+        if isinstance(out, np.ndarray) and out.ndim == 0 or not isinstance(out, np.ndarray):
+            return py_scalar(out)
+        return out
+
+
+class KernelOps(ValueOps, ScalarOps, MatmulOps, CastOps, ShapeOps):
     """Mixin: the numpy implementations of the local ``pl`` ops."""
 
     # -------------------------------------------------------------- load/store
@@ -104,15 +140,6 @@ class KernelOps(ScalarOps, MatmulOps, CastOps, ShapeOps):
     def create_tile(self, shape, dtype, target_memory=None, transpose=None, flat_layout=None):
         return make_tile(np.zeros(tuple(shape), dtype=dtype.np_dtype))
 
-    def const(self, value, dtype):
-        return float(value) if dtype.is_float else int(value)
-
-    def smin(self, lhs, rhs):
-        return min(lhs, rhs)
-
-    def smax(self, lhs, rhs):
-        return max(lhs, rhs)
-
     def create_tensor(self, shape, dtype, layout=None, manual_dep=False, init_value=None):
         a = np.zeros(tuple(shape), dtype=dtype.np_dtype)
         if init_value is not None:
@@ -120,26 +147,6 @@ class KernelOps(ScalarOps, MatmulOps, CastOps, ShapeOps):
         return a
 
     # -------------------------------------------------------------- views
-    def index(self, base, items):
-        a = arr(base)
-        idx = []
-        for i, (it, d) in enumerate(zip(items, a.shape)):
-            if isinstance(it, slice):
-                lo = 0 if it.start is None else int(it.start)
-                hi = d if it.stop is None else int(it.stop)
-                if not 0 <= lo <= hi <= d:
-                    raise fault(f"slice {lo}:{hi} is out of bounds for dimension {i} of size {d}")
-                idx.append(slice(lo, hi))
-            else:
-                n = int(it)
-                if not 0 <= n < d:
-                    raise fault(f"index {n} is out of bounds for dimension {i} of size {d}")
-                idx.append(n)
-        out = a[tuple(idx)]
-        if isinstance(out, np.ndarray) and out.ndim == 0 or not isinstance(out, np.ndarray):
-            return py_scalar(out)
-        return out
-
     def assign(self, base, items, value):
         a = arr(base)
         view = self.index(a, items) if len(items) < a.ndim or any(
