@@ -6,8 +6,8 @@ Tiers: ``pytest -q`` runs every test (the README's test command, and CI's).
 for the edit-test loop: every test module, in under 3 minutes on a 2-core
 machine.  ``slow`` is given here, by the rules of ``tier_marks``, not by hand
 in the test files.  Further markers: ``mpi`` (every test of tests/mpi) and
-one per transport (``shm``, ``copy``) on the multi-rank tests' transport
-parameter, so ``-m copy`` selects a transport (``-k shm`` would also match
+one per transport (``shm``, ``copy``) on every case parametrised by
+transport, so ``-m copy`` selects a transport (``-k shm`` would also match
 test_shm_resources.py).
 """
 import gc
@@ -53,9 +53,10 @@ def pytest_generate_tests(metafunc):
 #     it waits out a failure path (a rank's abort, a deadlock report), starts
 #     a new Python process, soaks (a thousand calls), or is one of a matrix.
 # Of the MPI tests (tests/mpi, each an mpiexec job), only ``MPI_SMOKE``.
-# Every other test (tests/unit) is fast.  tests/unit/test_tiers.py checks
-# that every test module keeps a fast test, every ranks module a fast
-# ``copy`` case, and that the lists name collected cases.
+# The tests of tests/unit are fast, but for one marked in its file (it
+# collects the whole suite in a new process): tests/unit/test_tiers.py,
+# which checks that every test module keeps a fast test, every ranks module
+# a fast ``copy`` case, and that the lists here name collected cases.
 WORLD_SIZE_PARAMS = ("n", "nr")
 FAST_TRANSPORT = TRANSPORT_NAMES[0]
 SLOW, MPI = pytest.mark.slow, pytest.mark.mpi
@@ -105,11 +106,12 @@ QUICK_CASES = {
     "test_deferred.py::test_a_negative_runtime_expected_fails_naming_the_task": {"shm-1"},
     "test_collective_deadlocks.py::test_a_rank_that_skips_the_collective": {"shm-2"},
     # rank failures located in the user's source
-    "test_moe.py::test_expert_id_outside_the_world_is_a_located_rank_failure": {"shm-past-the-end"},
+    "test_moe.py::test_expert_id_outside_the_world_is_a_located_rank_failure":
+        {"shm-past-the-end"},
     "test_device_arith.py::test_negative_dividend_names_peer_minus_one_on_rank_0": {"shm-2"},
     # the caller killed mid-call: SIGTERM (SIGHUP takes the same path)
-    "test_threads_signals.py::test_terminating_the_caller_mid_call_leaves_no_segment_and_no_process":
-        {"shm-15"},
+    "test_threads_signals.py::"
+    "test_terminating_the_caller_mid_call_leaves_no_segment_and_no_process": {"shm-15"},
 }
 
 # tests/mpi: the cases that stay in the fast tier (file::test[id]), a second
