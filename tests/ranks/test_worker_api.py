@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from tilecomm.errors import ArgumentError, ConfigError, RuntimeFault
+from tilecomm.errors import ArgumentError, ConfigError, DeadlockError, RuntimeFault
 from tilecomm.runtime import (DeviceTensor, DistributedRunHandle, DistributedWorker,
                               RegistrationHandle, StackedDeviceTensor)
 from conftest import WORLD_SIZES, children, config_for
@@ -28,6 +28,15 @@ def _add_program(n):
 def _accumulate_program(n):
     xs, ys = _data(n)
     return accumulate_main.compile(xs, ys, 1, config=config_for(n))
+
+
+def assert_only_rank_0_blocked(err, value, expected):
+    """``err`` is the deadlock report of a call whose rank 0 waits, alone, for
+    its signal cell (at ``value``) to reach ``expected``."""
+    assert isinstance(err, DeadlockError), repr(err)
+    assert str(err).startswith("deadlock: every live rank is blocked"), str(err)
+    assert [(b["rank"], b["value"], b["expected"]) for b in err.blocked] == \
+        [(0, value, expected)], str(err)
 
 
 # ------------------------------------------------------------------ construction
@@ -125,9 +134,10 @@ def test_submit_keeps_two_calls_in_flight_and_a_third_waits_for_the_oldest(windo
         time.sleep(0.05)
         # the first call is still waiting for its deadlock to be reported
         assert not h1.done and not gate.is_set(), "a third call was admitted"
-        with pytest.raises(Exception) as ei:
+        with pytest.raises(DeadlockError) as ei:
             h1.result()
-        assert "Deadlock" in type(ei.value).__name__
+        # every rank added 1 to its own count cell on rank 0: the first it waits on holds 1
+        assert_only_rank_0_blocked(ei.value, 1, 2)
         th.join(10)
         assert gate.is_set()
         if windows == "fresh":
@@ -156,8 +166,9 @@ def test_handle_timeouts():
             with pytest.raises(ValueError, match="timeout") as ei:
                 h.wait(bad)
             assert ei.value.code == "TC421"
-        with pytest.raises(Exception):
+        with pytest.raises(DeadlockError) as ei:
             h.result(timeout=30)
+        assert_only_rank_0_blocked(ei.value, 1, 2)
         assert h.done
         rt(xs, ys, 1)                                # the worker restarted its ranks
         np.testing.assert_array_equal(ys[0], xs.sum(axis=0))
@@ -389,8 +400,9 @@ def test_zeroed_windows_run_submitted_calls_one_after_another():
     with compiled.prepare(persistent=True) as rt:   # zeroing needs idle ranks: no overlap
         h1 = rt.submit(compiled, np.zeros_like(ys), 0, 1)
         h2 = rt.submit(compiled, np.zeros_like(ys), 1, 1)
-        with pytest.raises(Exception, match="(?i)deadlock"):
+        with pytest.raises(DeadlockError) as ei:
             h1.result(timeout=30)
+        assert_only_rank_0_blocked(ei.value, 0, 1)   # nobody sends on the first call
         h2.result(timeout=30)                        # on restarted ranks
 
 
@@ -401,8 +413,9 @@ def test_a_failure_stops_the_pipelined_call_behind_it():
     with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
         h1 = rt.submit(compiled, np.zeros_like(ys), 0, 5)   # never reaches 5: deadlock
         h2 = rt.submit(compiled, np.zeros_like(ys), 0, 0)
-        with pytest.raises(Exception, match="(?i)deadlock"):
+        with pytest.raises(DeadlockError) as ei:
             h1.result(timeout=30)
+        assert_only_rank_0_blocked(ei.value, 0, 5)
         with pytest.raises(RuntimeFault, match="another call") as ei:
             h2.result(timeout=30)
         assert ei.value.code == "TC426"

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from tilecomm.errors import ConfigError
+from tilecomm.errors import ConfigError, DeadlockError
 from conftest import WORLD_SIZES, children, config_for, my_segments
 from worker_programs import accumulate_main, allreduce_main
 
@@ -88,8 +88,11 @@ def test_a_failed_call_restarts_the_ranks_with_fresh_persistent_windows():
     compiled = accumulate_main.compile(xs, ys, 1, config=config_for(n))
     with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
         rt(xs, ys, 1)
-        with pytest.raises(Exception, match="(?i)deadlock"):
+        with pytest.raises(DeadlockError) as ei:
             rt(xs, ys, 5)                        # counters are at 2 and never reach 5
+        # rank 0 alone waits, on the first count cell (kept from the first call: 1 + 1)
+        assert [(b["rank"], b["value"], b["expected"]) for b in ei.value.blocked] == \
+            [(0, 2, 5)], str(ei.value)
         assert children() == set()
         rt(xs, ys, 1)                            # new ranks, new (zero) windows
         np.testing.assert_array_equal(ys[0], xs.sum(axis=0))

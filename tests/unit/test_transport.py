@@ -71,7 +71,9 @@ def two_members(name, nbytes):
         own.release()
 
 
-@pytest.fixture(params=sorted(TRANSPORTS))
+# each case marked with its transport's name, as the multi-rank tests are
+@pytest.fixture(params=[pytest.param(t, marks=getattr(pytest.mark, t))
+                        for t in sorted(TRANSPORTS)])
 def world2(request):
     with two_members(request.param, 64) as (host, eps, names):
         key = WindowKey(names, (0, 1), (4, 4), np.dtype(np.float32))
@@ -134,7 +136,7 @@ def test_only_shm_hands_out_peer_views(world2):
             e0.local(key, 1)
 
 
-@pytest.mark.parametrize("world2", ["copy"], indirect=True)
+@pytest.mark.parametrize("world2", [pytest.param("copy", marks=pytest.mark.copy)], indirect=True)
 def test_copy_endpoint_maps_only_its_own_copies(world2):
     name, _, (e0, _), key, sig = world2
     w1 = e0.window(key, 1)
