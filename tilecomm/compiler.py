@@ -13,6 +13,7 @@ import pickle
 import warnings
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
                       image=image, directions=directions, ir=prog, sub_workers=subs)
 
 
-def _default_output_dir(entry, config) -> str:
+def _default_output_dir(entry, config) -> Path:
     """Where a program's build and run artefacts go unless ``compile(...,
     output_dir=)`` names a place: one directory per program under the cache,
     keyed by the defining file and name so two programs never share one."""
@@ -107,7 +108,7 @@ def _default_output_dir(entry, config) -> str:
     ident = (f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}:{config.dist.world_size}:"
              f"{config.platform}")
     digest = hashlib.sha1(ident.encode()).hexdigest()[:12]
-    return os.path.join(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
+    return Path(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
 
 
 _PROGRAM_KEYS = itertools.count(1)
@@ -140,6 +141,26 @@ class CompiledProgram:
         self.self_ns = self_ns
         self._cache: dict = {}
         self.output_dir = output_dir or _default_output_dir(entry, config)
+
+    @property
+    def output_dir(self) -> Path:
+        """The program's build and run-artefact directory, an absolute
+        ``pathlib.Path`` (as upstream's: ``compiled.output_dir / "dfx_outputs"``);
+        assignable from a str or a Path."""
+        return self._output_dir
+
+    @output_dir.setter
+    def output_dir(self, value):
+        self._output_dir = Path(value).resolve()
+        for exe in self.executables():   # run artefacts of later calls go there too
+            exe.output_dir = self._output_dir
+
+    def __fspath__(self) -> str:
+        return str(self._output_dir)
+
+    @property
+    def platform(self) -> str:
+        return self.config.platform
 
     @property
     def world(self):
@@ -406,6 +427,7 @@ def compile_function(kfn: KernelFunction, args, config=None) -> CompiledProgram:
 def compile(program, output_dir=None, *, platform=None, distributed_config=None, config=None):
     """Compile a ``@pl.program`` class or a ``@pl.jit.host`` function."""
     cfg = config or RunConfig()
+    output_dir = os.fspath(output_dir) if output_dir is not None else None
     if platform is not None or distributed_config is not None or output_dir is not None:
         cfg = replace(cfg, platform=platform or cfg.platform,
                       distributed_config=distributed_config or cfg.distributed_config,

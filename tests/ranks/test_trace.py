@@ -88,7 +88,7 @@ def compiled(main, tmp_path, n, *args):
     """``main`` compiled with its output directory (so its artefacts) under
     this test's temporary directory."""
     cp = main.compile(*args, config=config_for(n, cache_dir=str(tmp_path / "cache")))
-    assert cp.output_dir.startswith(str(tmp_path))
+    assert str(cp.output_dir).startswith(str(tmp_path))
     return cp
 
 
