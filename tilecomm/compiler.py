@@ -256,6 +256,15 @@ class CompiledProgram:
             full.append(_zeros(shape, p.type.dtype, like_torch))
         return tuple(full)
 
+    def returned_outputs(self, given, full):
+        """What a return-style call returns (``full`` is ``complete_args(given)``):
+        its ``pl.Out`` tensors, one, or a tuple for several, whatever the HOST
+        orchestrator itself returns (as upstream).  None for an in-place call."""
+        if len(given) == len(full):
+            return None
+        outs = [a for a, p in zip(full, self._annotated_params()) if _is_output(p)]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
     def specialise(self, args) -> Executable:
         names = self._check_args(args)
         types = tuple(arg_type(a, n) for a, n in zip(args, names))
@@ -347,7 +356,7 @@ class CompiledProgram:
                                  startup_timeout_s=startup_timeout_s)
 
     def __call__(self, *args, config=None):
-        args = self.complete_args(args)
+        given, args = args, self.complete_args(args)
         for a in args:
             if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
                 raise ArgumentError("One-shot calls cannot accept DeviceTensor or "
@@ -360,7 +369,9 @@ class CompiledProgram:
             raise ConfigError(unbound_message(unbound).replace("prepare()", "prepare(); a "
                               "one-shot call cannot bind them"), code="TC425")
         cfg = config or self.config
-        return launch(exe, list(args), cfg)
+        result = launch(exe, list(args), cfg)
+        outputs = self.returned_outputs(given, args)
+        return result if outputs is None else outputs
 
 
 class CompiledPrograms:

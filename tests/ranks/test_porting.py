@@ -72,3 +72,183 @@ def test_compiled_program_is_upstreams_class_and_output_dir_is_a_path(tmp_path):
     assert (compiled.output_dir / "dfx_outputs" / "rank1" / "d0" / "deps.json").is_file()
     # a reloaded build's output_dir is a Path too
     assert isinstance(DistributedCompiledProgram.from_dir(tmp_path / "out").output_dir, Path)
+
+
+# ------------------------------------------------------------------ names bound inside scopes
+M = 16
+
+
+@pl.program
+class InlineScopes:
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                  sum_buf: pl.Out[pl.Tensor[[M, M], pl.FP32]],
+                  prod_buf: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        with pl.at(level=pl.Level.CHIP, role=pl.Role.Orchestrator):
+            with pl.at(level=pl.Level.CORE_GROUP):
+                # two names bound in one task, both carried out to the HOST
+                out_sum = pl.assemble(sum_buf, pl.add(a, b), [0, 0])
+                out_prod = pl.assemble(prod_buf, pl.mul(a, b), [0, 0])
+        with pl.at(level=pl.Level.CHIP, role=pl.Role.Orchestrator):
+            with pl.at(level=pl.Level.CORE_GROUP):
+                # reads what the first chip scope wrote, through the carried-out names
+                pl.assemble(out_prod, pl.add(out_prod, out_sum), [0, 0])
+        return out_sum
+
+
+def test_a_name_bound_in_an_inline_scope_is_visible_after_it(tmp_path):
+    """Mirrors test_l3_distributed.py::TestL3Dependency::test_execute_inline (an
+    inline chip scope binding out_sum, returned after it)."""
+    compiled = ir.compile(InlineScopes, output_dir=str(tmp_path))
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((M, M)).astype(np.float32)
+    b = rng.standard_normal((M, M)).astype(np.float32)
+    s, p = compiled(a, b)                                  # return style: both outputs
+    np.testing.assert_array_equal(s, a + b)
+    np.testing.assert_array_equal(p, a * b + (a + b))
+    sum_buf, prod_buf = np.zeros_like(a), np.zeros_like(a)
+    assert compiled(a, b, sum_buf, prod_buf) is sum_buf   # in place: what the HOST returns
+    np.testing.assert_array_equal(sum_buf, a + b)
+
+
+H = M // 2
+
+
+@pl.program
+class TaskScopes:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip(self, x: pl.Tensor[[M, M], pl.FP32], y: pl.Out[pl.Tensor[[M, M], pl.FP32]],
+             z: pl.Out[pl.Tensor[[M, M], pl.FP32]], w: pl.Out[pl.Tensor[[M, M], pl.FP32]],
+             v: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="double"):
+            doubled = pl.assemble(y, pl.add(x, x), [0, 0])
+        for i in pl.spmd(2, name_hint="rows"):
+            # reads what the first task wrote, through its name: ordered after it
+            rows = pl.store(pl.mul(pl.load(doubled, [i * H, 0], [H, M]), 3.0), [i * H, 0], z)
+        with pl.manual_scope():
+            with pl.at(level=pl.Level.CORE_GROUP, name_hint="square"):
+                squared = pl.assemble(w, pl.mul(x, x), [0, 0])
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="sum"):
+            total = pl.assemble(v, pl.add(squared, rows), [0, 0])
+        return total
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[M, M], pl.FP32], y: pl.Out[pl.Tensor[[M, M], pl.FP32]],
+                  z: pl.Out[pl.Tensor[[M, M], pl.FP32]], w: pl.Out[pl.Tensor[[M, M], pl.FP32]],
+                  v: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        out = self.chip(x, y, z, w, v)
+        return out
+
+
+def test_names_bound_in_task_scopes_are_visible_after_them(tmp_path):
+    """Mirrors test_l3_explicit_dispatch_onboard.py's L3MultiChipProgram (out_sum
+    bound in a pl.at task, used after it) in a chip orchestrator: pl.at,
+    pl.spmd and a task in pl.manual_scope each bind a name a later task reads,
+    and the orchestrator returns one."""
+    compiled = ir.compile(TaskScopes, output_dir=str(tmp_path))
+    x = np.random.default_rng(5).standard_normal((M, M)).astype(np.float32)
+    outs = [np.zeros_like(x) for _ in range(4)]
+    got = compiled(x, *outs)
+    y, z, w, v = outs
+    assert got is v
+    np.testing.assert_array_equal(y, x + x)
+    np.testing.assert_array_equal(z, (x + x) * np.float32(3))
+    np.testing.assert_array_equal(w, x * x)
+    np.testing.assert_array_equal(v, x * x + (x + x) * np.float32(3))
+
+
+# ------------------------------------------------------------------ SubWorker results, torch
+@pl.program
+class ParallelReduce:
+    """Two chip dispatches into HOST intermediates, reduced by a SubWorker
+    whose result is the output it writes."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def tile_add(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                 f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return pl.store(pl.add(pl.load(a, [0, 0], [M, M]), pl.load(b, [0, 0], [M, M])), [0, 0], f)
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def tile_sub(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                 f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return pl.store(pl.sub(pl.load(a, [0, 0], [M, M]), pl.load(b, [0, 0], [M, M])), [0, 0], f)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip_add(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                 f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return self.tile_add(a, b, f)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip_sub(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                 f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return self.tile_sub(a, b, f)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)
+    def reduce_sum(s: pl.Tensor[[M, M], pl.FP32], d: pl.Tensor[[M, M], pl.FP32],
+                   f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        SEEN.append(type(f))
+        f[:] = s + d
+        return f
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                  f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        s: pl.Tensor[[M, M], pl.FP32] = pl.create_tensor([M, M], dtype=pl.FP32)
+        d: pl.Tensor[[M, M], pl.FP32] = pl.create_tensor([M, M], dtype=pl.FP32)
+        out_s = self.chip_add(a, b, s)
+        out_d = self.chip_sub(a, b, d)
+        out_f: pl.Tensor[[M, M], pl.FP32] = self.reduce_sum(out_s, out_d, f)
+        return out_f
+
+
+SEEN: list = []          # the type of tensor each SubWorker call was given
+
+
+def _ab(seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((M, M)).astype(np.float32),
+            rng.standard_normal((M, M)).astype(np.float32))
+
+
+def test_return_style_through_a_sub_worker_returns_the_output_it_writes(tmp_path):
+    """Mirrors test_l3_parallel_reduce.py::TestL3ParallelReduce::test_execute:
+    ``f = compiled(a, b)`` with the result bound from a SubWorker call."""
+    compiled = ir.compile(ParallelReduce, output_dir=str(tmp_path))
+    a, b = _ab(6)
+    SEEN.clear()
+    f = compiled(a, b)
+    assert isinstance(f, np.ndarray) and SEEN == [np.ndarray]
+    want = (a + b) + (a - b)                            # = 2a, as the program rounds it
+    np.testing.assert_array_equal(f, want)
+    with compiled.prepare() as rt:                      # a prepared worker returns it too
+        np.testing.assert_array_equal(rt(a, b), want)
+        np.testing.assert_array_equal(rt.submit(compiled, a, b).result(), want)
+
+
+def test_torch_in_torch_out(tmp_path):
+    """Mirrors test_l3_distributed.py::TestL3Dependency::test_execute (a
+    SubWorker calling torch.allclose on its tensor) and
+    test_l3_parallel_reduce.py (torch.add in the SubWorker, a torch result):
+    a caller of torch gets torch in SubWorker bodies and callbacks and from a
+    return-style call, as zero-copy views of the host tensors."""
+    torch = pytest.importorskip("torch")
+    compiled = ir.compile(ParallelReduce, output_dir=str(tmp_path))
+    a, b = (torch.from_numpy(v) for v in _ab(7))
+    SEEN.clear()
+    f = compiled(a, b)
+    assert isinstance(f, torch.Tensor) and SEEN == [torch.Tensor]
+    assert torch.equal(f, (a + b) + (a - b))
+    got = []
+
+    def callback(args):                     # bound in place of the body: writes through a view
+        got.append([type(t) for t in args])
+        torch.mul(args[0], 10.0, out=args[2])
+
+    with compiled.prepare(callbacks={"reduce_sum": callback}) as rt:
+        f = rt(a, b)
+    assert got == [[torch.Tensor] * 3]
+    assert isinstance(f, torch.Tensor) and torch.equal(f, (a + b) * 10.0)
+    # numpy in, numpy everywhere: torch is not handed to a caller who did not use it
+    SEEN.clear()
+    f = compiled(a.numpy(), b.numpy())
+    assert isinstance(f, np.ndarray) and SEEN == [np.ndarray]

@@ -9,7 +9,7 @@ import ast
 
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
-from ..ir.types import (NONE, Dim, DynVar, TensorType, bind_shape)
+from ..ir.types import (INOUT, NONE, OUT, Dim, DynVar, TensorType, TupleType, bind_shape)
 from ..ir.annotations import annotation_type
 from ..ir.kinds import SUBWORKER
 from ..ops.check import describe
@@ -68,6 +68,7 @@ class ProgramBuilder:
             # the function itself (or the callback bound to its name)
             fn_ir.py_fn = kfn.fn
             fn_ir.ret_type = NONE
+            fn_ir.returns_param = sub_worker_returns(kfn.fn, params, src)
             return fn_ir
         FunctionParser(self, kfn, src, fn_ir).parse()
         return fn_ir
@@ -171,3 +172,30 @@ class ProgramBuilder:
                 raise _err(ProgramValueError, f"parameter '{name}': dimension {d!r} is bound to "
                            f"{v} but the argument has {a}", span, "TC208",
                            hint="one pl.dynamic variable must have one value across parameters")
+
+
+def sub_worker_returns(fn, params, src):
+    """Which argument(s) a SubWorker's result is, read from its declaration
+    (its body is Python, not parsed): a return annotation of one tensor with
+    exactly one ``pl.Out`` / ``pl.InOut`` parameter is that parameter, a
+    tuple of k tensors (``pl.Tuple[...]`` or ``tuple[...]``) with exactly k of
+    them is those, in order -- the convention of every program function (a
+    result is the tensor written).  None otherwise: the call has no value."""
+    ann = fn.__annotations__.get("return")
+    if isinstance(ann, str) and src.tree.returns is not None:   # postponed annotations
+        try:
+            ann = eval(compile(ast.Expression(src.tree.returns), src.file, "eval"),
+                       src.globals, dict(src.closure))
+        except Exception:      # user code: a bad annotation just gives the call no value
+            return None
+    if getattr(ann, "__origin__", None) is tuple:
+        ann = TupleType(tuple(annotation_type(a) for a in ann.__args__))
+    ret = annotation_type(ann)
+    outs = [i for i, p in enumerate(params)
+            if isinstance(p.type, TensorType) and p.type.direction in (OUT, INOUT)]
+    if isinstance(ret, TensorType) and len(outs) == 1:
+        return outs[0]
+    if isinstance(ret, TupleType) and len(ret.items) == len(outs) and outs and \
+            all(isinstance(t, TensorType) for t in ret.items):
+        return tuple(outs)
+    return None

@@ -31,3 +31,35 @@ def test_the_config_and_the_program_class_are_tilecomms_own():
     assert dcp.DistributedConfig is DistributedConfig
     assert dcp.DistributedCompiledProgram is CompiledProgram
     assert set(dcp.__all__) >= set(UPSTREAM_NAMES["tilecomm.ir.distributed_compiled_program"])
+
+
+# ------------------------------------------------------------------ names bound inside scopes
+import tilecomm.language as pl                                       # noqa: E402
+from tilecomm import ir                                              # noqa: E402
+from tilecomm.errors import ProgramSyntaxError                       # noqa: E402
+
+
+@pl.program
+class TileUsedAfterItsTask:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip(self, x: pl.Tensor[[8, 8], pl.FP32], y: pl.Out[pl.Tensor[[8, 8], pl.FP32]]):
+        with pl.at(level=pl.Level.CORE_GROUP):
+            t = pl.load(x, [0, 0], [8, 8])          # a tile: it lives in the task
+        y = pl.store(t, [0, 0], y)
+        return y
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, x: pl.Tensor[[8, 8], pl.FP32], y: pl.Out[pl.Tensor[[8, 8], pl.FP32]]):
+        self.chip(x, y)
+        return y
+
+
+def test_a_value_that_cannot_leave_its_scope_is_named_with_where_it_was_bound():
+    """A tile bound in a task is not carried out (it lives on a core): the
+    unknown-name error says where it was bound and what does get out."""
+    with pytest.raises(ProgramSyntaxError) as ei:
+        ir.compile(TileUsedAfterItsTask)
+    e = ei.value
+    assert e.code == "TC307" and "unknown name 't'" in e.message
+    assert "bound inside the pl.at task at line" in e.hint and "in place" in e.hint
+    assert e.span.line == TileUsedAfterItsTask.functions["chip"].fn.__code__.co_firstlineno + 4
