@@ -10,7 +10,7 @@ UPSTREAM_NAMES = {
     # re-exports for callers (test_l3_explicit_dispatch_onboard.py imports the first two)
     "tilecomm.ir.distributed_compiled_program": [
         "DistributedCompiledProgram", "DistributedConfig", "DeviceTensor", "StackedDeviceTensor",
-        "CallArg", "Role", "Level"],
+        "CallArg", "Role", "Level", "ParamDirection"],
     "tilecomm.runtime": ["RunConfig", "DistributedConfig", "DistributedWorker", "DeviceTensor",
                          "StackedDeviceTensor"],
     "tilecomm.ir": ["compile"],
@@ -62,4 +62,72 @@ def test_a_value_that_cannot_leave_its_scope_is_named_with_where_it_was_bound():
     e = ei.value
     assert e.code == "TC307" and "unknown name 't'" in e.message
     assert "bound inside the pl.at task at line" in e.hint and "in place" in e.hint
-    assert e.span.line == TileUsedAfterItsTask.functions["chip"].fn.__code__.co_firstlineno + 4
+    assert e.span.line == TileUsedAfterItsTask.get_function("chip").fn.__code__.co_firstlineno + 4
+
+
+# ------------------------------------------------------------------ inspecting programs
+@pl.program
+class Inspectable:
+    @pl.function(type=pl.FunctionType.InCore)
+    def tile_add(self, a: pl.Tensor[[8, 8], pl.FP32], b: pl.Tensor[[8, 8], pl.FP32],
+                 f: pl.Out[pl.Tensor[[8, 8], pl.FP32]]) -> pl.Tensor[[8, 8], pl.FP32]:
+        return pl.store(pl.add(pl.load(a, [0, 0], [8, 8]), pl.load(b, [0, 0], [8, 8])), [0, 0], f)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip_orch(self, a: pl.Tensor[[8, 8], pl.FP32], b: pl.Tensor[[8, 8], pl.FP32],
+                  f: pl.Out[pl.Tensor[[8, 8], pl.FP32]]) -> pl.Tensor[[8, 8], pl.FP32]:
+        return self.tile_add(a, b, f)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)
+    def inspect_result(f: pl.Tensor[[8, 8], pl.FP32]):
+        """Bound at run time."""
+        ...
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)
+    def concrete(f: pl.InOut[pl.Tensor[[8, 8], pl.FP32]]):
+        f[:] = 0
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, a: pl.Tensor[[8, 8], pl.FP32], b: pl.Tensor[[8, 8], pl.FP32],
+                  f: pl.Out[pl.Tensor[[8, 8], pl.FP32]]) -> pl.Tensor[[8, 8], pl.FP32]:
+        out_f = self.chip_orch(a, b, f)
+        self.inspect_result(out_f)
+        return out_f
+
+
+def test_program_and_functions_are_inspectable_as_upstreams():
+    """Mirrors examples/runtime/distributed_callback.py::show_abstract_flag
+    (``InspectProgram.get_function("inspect_result").requires_runtime_binding``)."""
+    from tilecomm.ir.distributed_compiled_program import ParamDirection
+    from tilecomm.ir.types import TensorType
+    P = Inspectable
+    assert P.name == "Inspectable"
+    fn = P.get_function("inspect_result")
+    assert fn is not None and fn is P["inspect_result"] and fn.name == "inspect_result"
+    assert fn.requires_runtime_binding is True
+    assert P.get_function("concrete").requires_runtime_binding is False
+    assert P.get_function("host_orch").requires_runtime_binding is False
+    assert P.get_function("missing") is None and P["missing"] is None
+    assert (fn.level, fn.role) == (pl.Level.HOST, pl.Role.SubWorker)
+    host = P.get_function("host_orch")
+    assert (host.level, host.role) == (pl.Level.HOST, pl.Role.Orchestrator)
+    assert P.get_function("tile_add").func_type == pl.FunctionType.InCore
+    assert P.get_function("chip_orch").func_type == pl.FunctionType.Orchestration
+    assert P.get_function("chip_orch").level is None
+    assert [p.name_hint for p in host.params] == ["a", "b", "f"]
+    assert host.param_directions == [ParamDirection.In, ParamDirection.In, ParamDirection.Out]
+    assert P.get_function("concrete").param_directions == [ParamDirection.InOut]
+    assert host.params[2].type == TensorType((8, 8), pl.FP32, direction="Out")
+    assert host.return_types == [TensorType((8, 8), pl.FP32)]
+    assert fn.return_types == []
+    assert sorted(P.functions) == ["chip_orch", "concrete", "host_orch", "inspect_result",
+                                   "tile_add"]
+
+
+def test_jit_functions_report_their_form():
+    @pl.jit.host
+    def main(x: pl.Tensor[[8], pl.FP32]):
+        return x
+
+    assert (main.name, main.level, main.role) == ("main", pl.Level.HOST, pl.Role.Orchestrator)
+    assert main.func_type == pl.FunctionType.Orchestration

@@ -19,11 +19,11 @@ from typing import Any, Union
 from ..compiler import CompiledProgram as DistributedCompiledProgram
 from ..runtime.config import DistributedConfig
 from ..runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
-from .enums import Level, Role
+from .enums import Level, ParamDirection, Role
 
 # a torch.Tensor is accepted wherever an array is; torch stays optional, so
 # it is named here as Any rather than imported
 CallArg = Union[Any, DeviceTensor, StackedDeviceTensor, int, float, bool]
 
 __all__ = ["CallArg", "DeviceTensor", "DistributedCompiledProgram", "DistributedConfig", "Level",
-           "Role", "StackedDeviceTensor"]
+           "ParamDirection", "Role", "StackedDeviceTensor"]
