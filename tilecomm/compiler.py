@@ -163,6 +163,16 @@ class CompiledProgram:
         return self.config.platform
 
     @property
+    def name(self) -> str:
+        """The entry function's name (a HOST orchestrator's, or a single-chip
+        program's orchestration function's)."""
+        return self.entry.fn.__name__
+
+    @property
+    def param_names(self) -> list:
+        return list(self._param_names())
+
+    @property
     def world(self):
         return self.config.dist.world_size
 
@@ -375,7 +385,8 @@ class CompiledProgram:
 
 
 class CompiledPrograms:
-    """A ``@pl.program`` with several HOST orchestrators: ``compiled["name"]`` is
+    """A ``@pl.program`` with several HOST orchestrators (or, single-chip, several
+    chip orchestration functions): ``compiled["name"]`` or ``compiled.name`` is
     the program of one of them; a worker prepared from it serves them all."""
 
     def __init__(self, name: str, programs: dict):
@@ -384,6 +395,17 @@ class CompiledPrograms:
 
     def names(self) -> list:
         return list(self.programs)
+
+    @property
+    def orchestration_names(self) -> list:
+        return self.names()
+
+    def __getattr__(self, name):
+        # only for names not found otherwise: an orchestration function's program
+        programs = self.__dict__.get("programs", {})
+        if name in programs:
+            return programs[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getitem__(self, name) -> CompiledProgram:
         try:
@@ -404,8 +426,8 @@ class CompiledPrograms:
 
     def _ambiguous(self, what):
         return ArgumentError(f"{self.name} has several orchestration functions {self.names()}: "
-                             f"{what} is ambiguous; name one: compiled[{self.names()[0]!r}]",
-                             code="TC424")
+                             f"{what} is ambiguous; select one explicitly: "
+                             f"compiled[{self.names()[0]!r}]", code="TC424")
 
     def __call__(self, *args, config=None):
         raise self._ambiguous("calling the program")
@@ -445,10 +467,17 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
                       cache_dir=output_dir or cfg.cache_dir)
     if isinstance(program, ProgramClass):
         ns = SelfNamespace(program.cls, program.functions)
-        if program.entry is None:              # several HOST orchestrators: one per name
+        if program.single_chip:
+            # runs on one device, as upstream's L2 programs (a distributed
+            # config names at most which one)
+            cfg = replace(cfg, distributed_config=replace(cfg.dist,
+                                                          device_ids=cfg.dist.device_ids[:1]))
+        if program.entry is None:              # several entries: one program per name
+            # upstream keeps each chip orchestration's build under next_levels/<name>
+            sub = ("next_levels",) if program.single_chip else ()
             return CompiledPrograms(program.cls.__name__, {
                 name: CompiledProgram(fn, config=cfg, self_ns=ns,
-                                      output_dir=os.path.join(output_dir, name)
+                                      output_dir=os.path.join(output_dir, *sub, name)
                                       if output_dir else None,
                                       sub_workers=program.sub_workers).precheck()
                 for name, fn in program.entries.items()})

@@ -252,3 +252,88 @@ def test_torch_in_torch_out(tmp_path):
     SEEN.clear()
     f = compiled(a.numpy(), b.numpy())
     assert isinstance(f, np.ndarray) and SEEN == [np.ndarray]
+
+
+# ------------------------------------------------------------------ single-chip programs
+@pl.program
+class SingleChip:
+    """No HOST orchestrator: a single-chip (L2) program."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def scale(self, x: pl.Tensor[[M, M], pl.FP32], y: pl.Out[pl.Tensor[[M, M], pl.FP32]]
+              ) -> pl.Tensor[[M, M], pl.FP32]:
+        return pl.store(pl.mul(pl.load(x, [0, 0], [M, M]), 2.0), [0, 0], y)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip_orch(self, x: pl.Tensor[[M, M], pl.FP32], y: pl.Out[pl.Tensor[[M, M], pl.FP32]],
+                  z: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        y = self.scale(x, y)
+        with pl.at(level=pl.Level.CORE_GROUP):
+            out = pl.assemble(z, pl.add(y, x), [0, 0])
+        return out
+
+
+@pl.program
+class TwoChipOrchs:
+    @pl.function(type=pl.FunctionType.InCore)
+    def tile_add(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                 f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return pl.store(pl.add(pl.load(a, [0, 0], [M, M]), pl.load(b, [0, 0], [M, M])), [0, 0], f)
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def tile_sub(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                 f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return pl.store(pl.sub(pl.load(a, [0, 0], [M, M]), pl.load(b, [0, 0], [M, M])), [0, 0], f)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip_orch_add(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                      f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return self.tile_add(a, b, f)
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip_orch_sub(self, a: pl.Tensor[[M, M], pl.FP32], b: pl.Tensor[[M, M], pl.FP32],
+                      f: pl.Out[pl.Tensor[[M, M], pl.FP32]]) -> pl.Tensor[[M, M], pl.FP32]:
+        return self.tile_sub(a, b, f)
+
+
+def test_a_single_chip_program_runs_on_one_device(tmp_path):
+    """A @pl.program without a HOST orchestrator runs its chip orchestration
+    on one device, in place or return style, as upstream's L2 programs."""
+    x = np.random.default_rng(8).standard_normal((M, M)).astype(np.float32)
+    compiled = ir.compile(SingleChip, output_dir=str(tmp_path))
+    assert compiled.name == "chip_orch" and compiled.param_names == ["x", "y", "z"]
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    assert compiled(x, y, z) is z
+    np.testing.assert_array_equal(y, x * np.float32(2))
+    np.testing.assert_array_equal(z, x * np.float32(2) + x)
+    y2, z2 = compiled(x)                                   # return style: both outputs
+    np.testing.assert_array_equal(z2, z)
+    # a distributed config names the device; still one
+    many = ir.compile(SingleChip, output_dir=str(tmp_path / "many"),
+                      distributed_config=DistributedConfig(device_ids=[2, 3]))
+    assert many.world == 1
+    np.testing.assert_array_equal(many(x)[1], z)
+
+
+def test_a_single_chip_program_with_several_orchestrations_is_called_by_name(tmp_path):
+    """Mirrors test_l2_multi_orch.py::TestL2MultiOrch::test_dispatch_surface and
+    ::test_execute_one_orch_on_device."""
+    compiled = ir.compile(TwoChipOrchs, output_dir=str(tmp_path), skip_ptoas=True)
+    assert compiled.orchestration_names == ["chip_orch_add", "chip_orch_sub"]
+    add = compiled["chip_orch_add"]
+    assert compiled.chip_orch_add is add and add.name == "chip_orch_add"
+    assert add.param_names == ["a", "b", "f"]
+    assert add.output_dir == tmp_path.resolve() / "next_levels" / "chip_orch_add"
+    a, b = _ab(9)
+    with pytest.raises(TypeError, match="select one explicitly"):
+        compiled(a, b, np.zeros_like(a))
+    with pytest.raises(KeyError, match=r"chip_orch_add.*chip_orch_sub"):
+        compiled["chip_orch_missing"]
+    with pytest.raises(AttributeError, match="no attribute 'definitely_not_an_orch'"):
+        compiled.definitely_not_an_orch                     # noqa: B018
+    f = np.zeros_like(a)
+    compiled["chip_orch_sub"](a, b, f)
+    np.testing.assert_array_equal(f, a - b)
+    np.testing.assert_array_equal(compiled.chip_orch_add(a, b), a + b)
+    with compiled.prepare() as rt:                          # one worker serves both
+        np.testing.assert_array_equal(rt.run(compiled["chip_orch_sub"], a, b), a - b)

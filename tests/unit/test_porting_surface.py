@@ -131,3 +131,41 @@ def test_jit_functions_report_their_form():
 
     assert (main.name, main.level, main.role) == ("main", pl.Level.HOST, pl.Role.Orchestrator)
     assert main.func_type == pl.FunctionType.Orchestration
+
+
+# ------------------------------------------------------------------ single-chip programs
+import tilecomm.language.distributed as pld                          # noqa: E402
+from tilecomm.errors import ProgramTypeError                         # noqa: E402
+
+
+@pl.program
+class SingleChipWithWindow:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def chip(self, data: pl.InOut[pld.DistributedTensor[[8], pl.FP32]]):
+        return data
+
+
+class NothingToRun:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[8], pl.FP32]):
+        return x
+
+
+def test_a_single_chip_entry_cannot_take_a_window():
+    """No HOST orchestrator allocates it: said at the parameter, before any run."""
+    with pytest.raises(ProgramTypeError) as ei:
+        ir.compile(SingleChipWithWindow)
+    assert ei.value.code == "TC104" and "single-chip program" in ei.value.message
+    assert "parameter 'data'" in ei.value.message
+
+
+def test_a_program_needs_an_entry():
+    with pytest.raises(TypeError, match="needs an entry"):
+        pl.program(NothingToRun)
+
+
+def test_upstream_toolchain_options_are_accepted_and_others_refused():
+    compiled = ir.compile(Inspectable, skip_ptoas=True, strategy=None, dump_passes=False)
+    assert compiled.name == "host_orch"
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['skip_ptaos'\]"):
+        ir.compile(Inspectable, skip_ptaos=True)

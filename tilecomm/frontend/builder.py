@@ -9,9 +9,9 @@ import ast
 
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
-from ..ir.types import (INOUT, NONE, OUT, Dim, DynVar, TensorType, TupleType, bind_shape)
+from ..ir.types import (ANY, INOUT, NONE, OUT, Dim, DynVar, TensorType, TupleType, bind_shape)
 from ..ir.annotations import annotation_type
-from ..ir.kinds import SUBWORKER
+from ..ir.kinds import HOST, ORCH, SUBWORKER
 from ..ops.check import describe
 from . import source as source_mod
 from .common import _err
@@ -41,9 +41,35 @@ class ProgramBuilder:
         """The program's IR and the diagnostics of the statements that failed
         (those statements are left out of the IR; checking goes on past them)."""
         fn_ir = self.specialise(self.entry, self.arg_types, call_span=None)
+        if self.entry.kind == ORCH:
+            fn_ir = self._host_of(fn_ir)
         prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
                            world=self.world, spans=self.spans, platform=self.platform)
         return prog, list(self.diags), frozenset(self.incomplete)
+
+    def _host_of(self, chip):
+        """The HOST entry of a single-chip program: one dispatch of its chip
+        orchestration function ``chip`` on the program's one device, passing
+        its parameters through (what upstream's L2 runner does on a card)."""
+        for p in chip.params:
+            if isinstance(p.type, TensorType) and p.type.dist:
+                raise _err(ProgramTypeError, f"parameter '{p.name}' is a DistributedTensor, but "
+                           f"{chip.py_name} is the entry of a single-chip program (no HOST "
+                           f"orchestrator allocates its window)", p.span, "TC104",
+                           hint="add a @pl.function(level=pl.Level.HOST, "
+                                "role=pl.Role.Orchestrator) that allocates the window")
+        params = [N.Param(p.name, p.type, p.span) for p in chip.params]
+        rp = chip.returns_param
+        rt = TupleType(tuple(params[i].type if i is not None else ANY for i in rp)) \
+            if isinstance(rp, tuple) else params[rp].type if isinstance(rp, int) \
+            else chip.ret_type or NONE
+        call = N.FuncCall(rt, chip.span, chip, [N.Var(p.type, p.span, p.name) for p in params],
+                          None, frozenset(range(self.world)))
+        name = f"{chip.name}__host"
+        host = N.FunctionIR(name=name, kind=HOST, params=params, body=[N.Return(chip.span, call)],
+                            span=chip.span, ret_type=rt, py_name=chip.py_name, returns_param=rp)
+        self.functions[name] = host
+        return host
 
     def span_id(self, span) -> int:
         self.spans.append(span)

@@ -178,12 +178,18 @@ class ProgramClass:
             # SubWorker methods are declared without ``self``
             self.functions[name] = KernelFunction(member, kind, is_method=kind != SUBWORKER,
                                                   driver=driver)
-        # HOST orchestrators: each is an entry a call can name (compiled["name"])
+        # HOST orchestrators: each is an entry a call can name (compiled["name"]).
+        # Without one the program is a single-chip (L2) one: its chip
+        # orchestration functions are the entries, run on one device
         self.entries = {n: f for n, f in self.functions.items() if f.kind == HOST}
+        self.single_chip = not self.entries
+        if self.single_chip:
+            self.entries = {n: f for n, f in self.functions.items() if f.kind == ORCH}
         if not self.entries:
-            raise TypeError(f"@pl.program {cls.__name__} needs a "
-                            f"@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator) "
-                            f"entry; found none")
+            raise TypeError(f"@pl.program {cls.__name__} needs an entry: a "
+                            f"@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator) or, "
+                            f"for a single-chip program, a "
+                            f"@pl.function(type=pl.FunctionType.Orchestration); found neither")
         self.entry = next(iter(self.entries.values())) if len(self.entries) == 1 else None
         self.sub_workers = {n: f for n, f in self.functions.items() if f.kind == SUBWORKER}
 
