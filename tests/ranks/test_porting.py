@@ -337,3 +337,71 @@ def test_a_single_chip_program_with_several_orchestrations_is_called_by_name(tmp
     np.testing.assert_array_equal(compiled.chip_orch_add(a, b), a + b)
     with compiled.prepare() as rt:                          # one worker serves both
         np.testing.assert_array_equal(rt.run(compiled["chip_orch_sub"], a, b), a - b)
+
+
+# ------------------------------------------------------------------ per-dispatch swimlanes
+def _hop_program(n):
+    """Each rank notifies the next and waits for the previous, then adds one."""
+
+    @pl.program
+    class Hop:
+        @pl.function(type=pl.FunctionType.InCore)
+        def hop(self, x: pl.Tensor[[ROWS, COLS], pl.FP32],
+                y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]],
+                sig: pl.InOut[pld.DistributedTensor[[n, 1], pl.INT32]]
+                ) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+            ctx = pld.get_comm_ctx(sig)
+            me = pld.rank(ctx)
+            pld.system.notify(sig, (me + 1) % n, [me, 0], 1, op=pld.NotifyOp.AtomicAdd)
+            pld.system.wait(sig, [(me + n - 1) % n, 0], 1, cmp=pld.WaitCmp.Ge)
+            return pl.store(pl.add(pl.load(x, [0, 0], [ROWS, COLS]), 1.0), [0, 0], y)
+
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def chip(self, x: pl.Tensor[[ROWS, COLS], pl.FP32],
+                 y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]],
+                 sig: pl.InOut[pld.DistributedTensor[[n, 1], pl.INT32]]
+                 ) -> pl.Tensor[[ROWS, COLS], pl.FP32]:
+            return self.hop(x, y, sig)
+
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def host_orch(self, xs: pl.Tensor[[n, ROWS, COLS], pl.FP32],
+                      ys: pl.Out[pl.Tensor[[n, ROWS, COLS], pl.FP32]]):
+            sig_buf = pld.alloc_window_buffer([n, 1], dtype=pl.INT32)
+            for r in pl.range(pld.world_size()):
+                self.chip(xs[r], ys[r], pld.window(sig_buf, [n, 1], dtype=pl.INT32), device=r)
+            return ys
+
+    return Hop
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_dispatch_gets_its_part_of_the_merged_swimlane(tmp_path, n):
+    """Mirrors test_l3_dfx_per_rank.py::TestL3DfxPerRank::test_swimlane_per_rank:
+    with enable_chip_swimlane, each rank{r}/d0/ holds chip_swimlane_records.json,
+    deps.json and a merged_swimlane_*.json -- here that dispatch's part of the
+    call's merged trace, whose wait names the rank whose notify released it."""
+    import json
+    from tilecomm.dfx import trace as T
+    from tilecomm.runtime.rank.tracing import pid_of
+    compiled = ir.compile(_hop_program(n), output_dir=str(tmp_path),
+                          distributed_config=DistributedConfig(device_ids=list(range(n))))
+    xs, ys = _inputs(n, seed=n)
+    compiled(xs, ys, config=RunConfig(enable_chip_swimlane=True))
+    np.testing.assert_array_equal(ys, xs + np.float32(1))
+    dfx = compiled.output_dir / "dfx_outputs"
+    assert (dfx / "merged_swimlane.json").is_file()
+    for r in range(n):
+        d = dfx / f"rank{r}" / "d0"
+        assert (d / "chip_swimlane_records.json").stat().st_size > 0
+        assert (d / "deps.json").stat().st_size > 0
+        merged = list(d.glob("merged_swimlane_*.json"))
+        assert len(merged) == 1 and merged[0].stat().st_size > 0
+        view = T.load(str(merged[0]))                    # a well-formed trace
+        assert view["otherData"]["rank"] == r and view["otherData"]["dispatch"] == 0
+        assert {e["pid"] for e in view["traceEvents"]} == {pid_of(r)}     # this rank only
+        waits = [e for e in view["traceEvents"] if e.get("cat") == "wait"]
+        assert len(waits) == 1
+        assert waits[0]["args"]["released_by"]["rank"] == (r + n - 1) % n
+        # the rank's own records do not know who released the wait
+        own = json.load(open(d / "chip_swimlane_records.json"))
+        assert not any("released_by" in e.get("args", {}) for e in own["traceEvents"])
