@@ -26,14 +26,14 @@ from .frontend.builder import ProgramBuilder
 from .frontend.resolve import SelfNamespace
 from .ir.annotations import annotation_type
 from .ir.functions import KernelFunction, ProgramClass
-from .ir.kinds import SUBWORKER
+from .ir.kinds import ORCH, SUBWORKER
 from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
 from .runtime.rank.artefacts import merged_trace_path
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, Executable, FunctionInfo, KernelImage, ProgramInfo,
                                  to_numpy)
-from .runtime.worker import builds
+from .runtime.worker import builds, layout
 from .runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
@@ -198,8 +198,26 @@ class CompiledProgram:
         if key not in self._cache:
             # an entry with bare pl.Tensor parameters takes its shapes from the
             # call's arguments: nothing can be checked before the first call
-            self._cache[key] = None if self._entry_has_bare_params() else self._build(None)
+            built = self._cache[key] = None if self._entry_has_bare_params() \
+                else self._build(None)
+            if built is not None:
+                prog = built[0]
+                # static shapes: the lowered code can go into the layout now
+                static = all(all(map(is_static, p.type.shape)) for p in prog.entry.params
+                             if isinstance(p.type, TensorType))
+                self._lay_out(prog, lower_program(prog, self.config.resolved_cache_dir())
+                              if static else None)
         return self
+
+    def _lay_out(self, prog, lowered) -> None:
+        """The build directory in upstream's layout (``runtime/worker/layout.py``);
+        a directory that cannot be written costs a warning, not the build."""
+        try:
+            layout.write(self.output_dir, prog, self.config, lowered, self._sub_workers,
+                         single_chip=self.entry.kind == ORCH)
+        except OSError as e:
+            warnings.warn(f"build layout not written under {self.output_dir}: {e}",
+                          RuntimeWarning, stacklevel=3)
 
     def _entry_has_bare_params(self) -> bool:
         for name, ann in self.entry.fn.__annotations__.items():
@@ -289,6 +307,7 @@ class CompiledProgram:
             exe = make_executable(prog, facts, lowered, self.config, abstract)
             exe.program_key = self.key
             self._cache[key] = exe
+            self._lay_out(prog, lowered)
             try:                               # kept for from_dir(); a run does not need it
                 builds.save(self.output_dir, self.entry.fn.__name__, builds.signature(args), exe,
                             names)

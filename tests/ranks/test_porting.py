@@ -405,3 +405,181 @@ def test_every_dispatch_gets_its_part_of_the_merged_swimlane(tmp_path, n):
         # the rank's own records do not know who released the wait
         own = json.load(open(d / "chip_swimlane_records.json"))
         assert not any("released_by" in e.get("args", {}) for e in own["traceEvents"])
+
+
+# ------------------------------------------------------------------ the build directory
+NRK, S = 2, 8
+W = pl.InOut[pld.DistributedTensor[[NRK, S], pl.FP32]]
+W1 = pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]]
+C = pl.InOut[pld.DistributedTensor[[NRK, 1], pl.INT32]]
+OUT8 = pl.Out[pl.Tensor[[8, NRK, S], pl.FP32]]
+
+
+@pl.program
+class HostCollectives:
+    """Every HOST collective once, between a publishing and a consuming dispatch."""
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def publish_step(self, x: pl.Tensor[[NRK, S], pl.FP32], a: W, b: W, c: W, d: W, loc: W1,
+                     e: W, f: W, g: W, cnt: C) -> pld.DistributedTensor[[NRK, S], pl.FP32]:
+        t = pl.load(x, [0, 0], [NRK, S])
+        pl.store(t, [0, 0], a)
+        pl.store(t, [0, 0], b)
+        pl.store(t, [0, 0], c)
+        pl.store(t, [0, 0], d)
+        pl.store(t, [0, 0], e)
+        pl.store(t, [0, 0], f)
+        pl.store(t, [0, 0], g)
+        pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], loc)
+        for i in pl.range(NRK):
+            pl.write(cnt, [i, 0], 1)
+        return a
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def publish_orch(self, x: pl.Tensor[[NRK, S], pl.FP32], a: W, b: W, c: W, d: W, loc: W1,
+                     e: W, f: W, g: W, cnt: C) -> pld.DistributedTensor[[NRK, S], pl.FP32]:
+        return self.publish_step(x, a, b, c, d, loc, e, f, g, cnt)
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def consume_step(self, out: OUT8, a: W, b: W, c: W, d: W, gath: W, e: W, ex: W, vex: W
+                     ) -> pl.Tensor[[8, NRK, S], pl.FP32]:
+        pl.store(pl.load(a, [0, 0], [NRK, S]), [0, 0, 0], out)
+        pl.store(pl.load(b, [0, 0], [NRK, S]), [1, 0, 0], out)
+        pl.store(pl.load(c, [0, 0], [NRK, S]), [2, 0, 0], out)
+        pl.store(pl.load(d, [0, 0], [NRK, S]), [3, 0, 0], out)
+        pl.store(pl.load(gath, [0, 0], [NRK, S]), [4, 0, 0], out)
+        pl.store(pl.load(e, [0, 0], [NRK, S]), [5, 0, 0], out)
+        pl.store(pl.load(ex, [0, 0], [NRK, S]), [6, 0, 0], out)
+        out = pl.store(pl.load(vex, [0, 0], [NRK, S]), [7, 0, 0], out)
+        return out
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def consume_orch(self, out: OUT8, a: W, b: W, c: W, d: W, gath: W, e: W, ex: W, vex: W
+                     ) -> pl.Tensor[[8, NRK, S], pl.FP32]:
+        return self.consume_step(out, a, b, c, d, gath, e, ex, vex)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host_orch(self, xs: pl.Tensor[[NRK, NRK, S], pl.FP32],
+                  outs: pl.Out[pl.Tensor[[NRK, 8, NRK, S], pl.FP32]]):
+        a_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        b_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        c_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        d_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        e_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        f_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        g_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        gath_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        ex_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        vex_buf = pld.alloc_window_buffer([NRK, S], dtype=pl.FP32)
+        loc_buf = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+        cnt_buf = pld.alloc_window_buffer([NRK, 1], dtype=pl.INT32)
+        recv_buf = pld.alloc_window_buffer([NRK, 1], dtype=pl.INT32)
+        s1_buf = pld.alloc_window_buffer([NRK], dtype=pl.INT32)
+        s2_buf = pld.alloc_window_buffer([NRK, 1], dtype=pl.INT32)
+        ring_buf = pld.alloc_window_buffer([2 * (NRK - 1) + 1, NRK], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            self.publish_orch(xs[r], pld.window(a_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(b_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(c_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(d_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(loc_buf, [1, S], dtype=pl.FP32),
+                              pld.window(e_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(f_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(g_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(cnt_buf, [NRK, 1], dtype=pl.INT32), device=r)
+        s = pld.window(s1_buf, [NRK], dtype=pl.INT32)
+        t = pld.window(s2_buf, [NRK, 1], dtype=pl.INT32)
+        pld.tensor.barrier(s)
+        pld.tensor.allreduce(pld.window(a_buf, [NRK, S], dtype=pl.FP32), s, op=pld.ReduceOp.Sum)
+        pld.tensor.allreduce(pld.window(b_buf, [NRK, S], dtype=pl.FP32), s, op=pld.ReduceOp.Max)
+        pld.tensor.allreduce(pld.window(c_buf, [NRK, S], dtype=pl.FP32),
+                             pld.window(ring_buf, [2 * (NRK - 1) + 1, NRK], dtype=pl.INT32),
+                             mode="ring")
+        pld.tensor.broadcast(pld.window(d_buf, [NRK, S], dtype=pl.FP32), s, root=1)
+        pld.tensor.allgather(pld.window(loc_buf, [1, S], dtype=pl.FP32),
+                             pld.window(gath_buf, [NRK, S], dtype=pl.FP32), t)
+        pld.tensor.reduce_scatter(pld.window(e_buf, [NRK, S], dtype=pl.FP32), s)
+        pld.tensor.all_to_all(pld.window(f_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(ex_buf, [NRK, S], dtype=pl.FP32), t)
+        pld.tensor.all_to_all_v(pld.window(g_buf, [NRK, S], dtype=pl.FP32),
+                                pld.window(vex_buf, [NRK, S], dtype=pl.FP32), t,
+                                pld.window(cnt_buf, [NRK, 1], dtype=pl.INT32),
+                                pld.window(recv_buf, [NRK, 1], dtype=pl.INT32))
+        for r in pl.range(pld.world_size()):
+            self.consume_orch(outs[r], pld.window(a_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(b_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(c_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(d_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(gath_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(e_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(ex_buf, [NRK, S], dtype=pl.FP32),
+                              pld.window(vex_buf, [NRK, S], dtype=pl.FP32), device=r)
+        return outs
+
+
+VARIANTS = ["builtin.tensor.barrier__fp32", "builtin.tensor.allreduce__sum__fp32",
+            "builtin.tensor.allreduce__max__fp32", "builtin.tensor.allreduce_ring__sum__fp32",
+            "builtin.tensor.broadcast__root1__fp32", "builtin.tensor.allgather__fp32",
+            "builtin.tensor.reduce_scatter__sum__fp32", "builtin.tensor.all_to_all__fp32",
+            "builtin.tensor.all_to_all_v__fp32"]
+
+
+def test_the_build_directory_has_upstreams_layout(tmp_path):
+    """Mirrors the variant_dir checks of test_l3_host_tensor_allreduce.py (and
+    _ring, _barrier, _broadcast, _allgather, _reduce_scatter, _all_to_all,
+    _all_to_all_v): right after ir.compile, next_levels/ holds one directory
+    per HOST collective variant, named as upstream names it, with a
+    kernel_config.py; each chip orchestration function has its lowered code
+    and a manifest; then the call computes what numpy says."""
+    import runpy
+    compiled = ir.compile(HostCollectives, output_dir=str(tmp_path),
+                          distributed_config=DistributedConfig(device_ids=[0, 1]))
+    top = compiled.output_dir / "next_levels"
+    for v in VARIANTS:
+        cfg = runpy.run_path(str(top / v / "kernel_config.py"))
+        assert cfg["BUILTIN"]["variant"] == v
+        assert cfg["BUILTIN"]["algorithm"].startswith("tilecomm.collectives.algorithms.")
+        assert cfg["BUILTIN"]["calls"][0].startswith(__file__)
+    assert sorted(p.name for p in top.iterdir()) == sorted(VARIANTS + ["consume_orch",
+                                                                       "publish_orch"])
+    cfg = runpy.run_path(str(top / "publish_orch" / "kernel_config.py"))
+    src = cfg["ORCHESTRATION"]["source"]
+    assert src == str(top / "publish_orch" / "orchestration" / "publish_orch.py")
+    assert "def f_publish_orch(_rt, x, a, b, c, d, loc, e, f, g, cnt)" in open(src).read()
+    assert cfg["ORCHESTRATION"]["signature"] == ["IN"] + ["INOUT"] * 9
+    assert [k["name"] for k in cfg["KERNELS"]] == ["publish_step"]
+    assert "def f_publish_step(" in open(cfg["KERNELS"][0]["source"]).read()
+    assert "_rt.dispatch('publish_orch'" in \
+        (compiled.output_dir / "orchestration" / "host_orch.py").read_text()
+
+    xs = np.random.default_rng(10).integers(-9, 9, (NRK, NRK, S)).astype(np.float32)
+    outs = np.zeros((NRK, 8, NRK, S), np.float32)
+    compiled(xs, outs)
+    for r in range(NRK):
+        o = outs[r]
+        np.testing.assert_array_equal(o[0], xs.sum(0))
+        np.testing.assert_array_equal(o[1], xs.max(0))
+        np.testing.assert_array_equal(o[2], xs.sum(0))
+        np.testing.assert_array_equal(o[3], xs[1])
+        np.testing.assert_array_equal(o[4], xs[:, 0])
+        want = xs[r].copy()
+        want[r] = xs[:, r].sum(0)
+        np.testing.assert_array_equal(o[5], want)
+        np.testing.assert_array_equal(o[6], xs[:, r])
+        np.testing.assert_array_equal(o[7], xs[:, r])
+
+
+def test_a_single_chip_build_is_laid_out_flat(tmp_path):
+    """Upstream's single-chip build: kernel_config.py, orchestration/ and
+    kernels/ at the top of output_dir (next_levels/<name>/ for several)."""
+    import runpy
+    compiled = ir.compile(SingleChip, output_dir=str(tmp_path))
+    cfg = runpy.run_path(str(compiled.output_dir / "kernel_config.py"))
+    assert cfg["ORCHESTRATION"]["function_name"] == "f_chip_orch"
+    assert (compiled.output_dir / "orchestration" / "chip_orch.py").is_file()
+    assert {k["name"] for k in cfg["KERNELS"]} >= {"scale"}
+    assert not (compiled.output_dir / "next_levels").exists()
+    two = ir.compile(TwoChipOrchs, output_dir=str(tmp_path / "two"))
+    for name in two.orchestration_names:
+        assert (two[name].output_dir / "kernel_config.py").is_file()
+        assert (two[name].output_dir / "orchestration" / f"{name}.py").is_file()
