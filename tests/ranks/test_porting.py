@@ -583,3 +583,27 @@ def test_a_single_chip_build_is_laid_out_flat(tmp_path):
     for name in two.orchestration_names:
         assert (two[name].output_dir / "kernel_config.py").is_file()
         assert (two[name].output_dir / "orchestration" / f"{name}.py").is_file()
+
+
+def test_torch_stays_unimported_for_a_caller_of_numpy(tmp_path):
+    """The same program called with numpy in a fresh process: torch is never
+    imported (it is optional)."""
+    import os
+    import subprocess
+    import sys
+    script = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+import numpy as np
+import test_porting as t
+from tilecomm import ir
+a, b = t._ab(11)
+f = ir.compile(t.ParallelReduce, output_dir={str(tmp_path)!r})(a, b)
+np.testing.assert_array_equal(f, (a + b) + (a - b))
+assert t.SEEN == [np.ndarray], t.SEEN
+assert "torch" not in sys.modules, "torch was imported"
+print("OK")
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "OK", run.stdout + run.stderr
