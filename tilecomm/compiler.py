@@ -13,6 +13,7 @@ import pickle
 import warnings
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -25,14 +26,14 @@ from .frontend.builder import ProgramBuilder
 from .frontend.resolve import SelfNamespace
 from .ir.annotations import annotation_type
 from .ir.functions import KernelFunction, ProgramClass
-from .ir.kinds import SUBWORKER
+from .ir.kinds import ORCH, SUBWORKER
 from .ir.types import IN, OUT, ScalarType, TensorType, is_static
 from .lower.codegen import lower_program
 from .runtime.rank.artefacts import merged_trace_path
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, EntryInfo, Executable, FunctionInfo, KernelImage, Param,
                                  ProgramInfo, to_numpy)
-from .runtime.worker import builds
+from .runtime.worker import builds, layout
 from .runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
@@ -100,7 +101,7 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
                       image=image, directions=directions, ir=prog, sub_workers=subs)
 
 
-def _default_output_dir(entry, config) -> str:
+def _default_output_dir(entry, config) -> Path:
     """Where a program's build and run artefacts go unless ``compile(...,
     output_dir=)`` names a place: one directory per program under the cache,
     keyed by the defining file and name so two programs never share one."""
@@ -109,7 +110,7 @@ def _default_output_dir(entry, config) -> str:
     ident = (f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}:{config.dist.world_size}:"
              f"{config.platform}")
     digest = hashlib.sha1(ident.encode()).hexdigest()[:12]
-    return os.path.join(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
+    return Path(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
 
 
 _PROGRAM_KEYS = itertools.count(1)
@@ -144,6 +145,36 @@ class CompiledProgram:
         self.output_dir = output_dir or _default_output_dir(entry, config)
 
     @property
+    def output_dir(self) -> Path:
+        """The program's build and run-artefact directory, an absolute
+        ``pathlib.Path`` (as upstream's: ``compiled.output_dir / "dfx_outputs"``);
+        assignable from a str or a Path."""
+        return self._output_dir
+
+    @output_dir.setter
+    def output_dir(self, value):
+        self._output_dir = Path(value).resolve()
+        for exe in self.executables():   # run artefacts of later calls go there too
+            exe.output_dir = self._output_dir
+
+    def __fspath__(self) -> str:
+        return str(self._output_dir)
+
+    @property
+    def platform(self) -> str:
+        return self.config.platform
+
+    @property
+    def name(self) -> str:
+        """The entry function's name (a HOST orchestrator's, or a single-chip
+        program's orchestration function's)."""
+        return self.entry.fn.__name__
+
+    @property
+    def param_names(self) -> list:
+        return list(self._param_names())
+
+    @property
     def world(self):
         return self.config.dist.world_size
 
@@ -169,8 +200,26 @@ class CompiledProgram:
         if key not in self._cache:
             # an entry with bare pl.Tensor parameters takes its shapes from the
             # call's arguments: nothing can be checked before the first call
-            self._cache[key] = None if self._entry_has_bare_params() else self._build(None)
+            built = self._cache[key] = None if self._entry_has_bare_params() \
+                else self._build(None)
+            if built is not None:
+                prog = built[0]
+                # static shapes: the lowered code can go into the layout now
+                static = all(all(map(is_static, p.type.shape)) for p in prog.entry.params
+                             if isinstance(p.type, TensorType))
+                self._lay_out(prog, lower_program(prog, self.config.resolved_cache_dir())
+                              if static else None)
         return self
+
+    def _lay_out(self, prog, lowered) -> None:
+        """The build directory in upstream's layout (``runtime/worker/layout.py``);
+        a directory that cannot be written costs a warning, not the build."""
+        try:
+            layout.write(self.output_dir, prog, self.config, lowered, self._sub_workers,
+                         single_chip=self.entry.kind == ORCH)
+        except OSError as e:
+            warnings.warn(f"build layout not written under {self.output_dir}: {e}",
+                          RuntimeWarning, stacklevel=3)
 
     def _entry_has_bare_params(self) -> bool:
         for name, ann in self.entry.fn.__annotations__.items():
@@ -237,6 +286,15 @@ class CompiledProgram:
             full.append(_zeros(shape, p.type.dtype, like_torch))
         return tuple(full)
 
+    def returned_outputs(self, given, full):
+        """What a return-style call returns (``full`` is ``complete_args(given)``):
+        its ``pl.Out`` tensors, one, or a tuple for several, whatever the HOST
+        orchestrator itself returns (as upstream).  None for an in-place call."""
+        if len(given) == len(full):
+            return None
+        outs = [a for a, p in zip(full, self._annotated_params()) if _is_output(p)]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
     def specialise(self, args) -> Executable:
         names = self._check_args(args)
         types = tuple(arg_type(a, n) for a, n in zip(args, names))
@@ -251,6 +309,7 @@ class CompiledProgram:
             exe = make_executable(prog, facts, lowered, self.config, abstract)
             exe.program_key = self.key
             self._cache[key] = exe
+            self._lay_out(prog, lowered)
             try:                               # kept for from_dir(); a run does not need it
                 builds.save(self.output_dir, self.entry.fn.__name__, builds.signature(args), exe,
                             names)
@@ -328,7 +387,7 @@ class CompiledProgram:
                                  startup_timeout_s=startup_timeout_s)
 
     def __call__(self, *args, config=None):
-        args = self.complete_args(args)
+        given, args = args, self.complete_args(args)
         for a in args:
             if isinstance(a, (DeviceTensor, StackedDeviceTensor)):
                 raise ArgumentError("One-shot calls cannot accept DeviceTensor or "
@@ -341,11 +400,14 @@ class CompiledProgram:
             raise ConfigError(unbound_message(unbound).replace("prepare()", "prepare(); a "
                               "one-shot call cannot bind them"), code="TC425")
         cfg = config or self.config
-        return launch(exe, list(args), cfg)
+        result = launch(exe, list(args), cfg)
+        outputs = self.returned_outputs(given, args)
+        return result if outputs is None else outputs
 
 
 class CompiledPrograms:
-    """A ``@pl.program`` with several HOST orchestrators: ``compiled["name"]`` is
+    """A ``@pl.program`` with several HOST orchestrators (or, single-chip, several
+    chip orchestration functions): ``compiled["name"]`` or ``compiled.name`` is
     the program of one of them; a worker prepared from it serves them all."""
 
     def __init__(self, name: str, programs: dict):
@@ -354,6 +416,17 @@ class CompiledPrograms:
 
     def names(self) -> list:
         return list(self.programs)
+
+    @property
+    def orchestration_names(self) -> list:
+        return self.names()
+
+    def __getattr__(self, name):
+        # only for names not found otherwise: an orchestration function's program
+        programs = self.__dict__.get("programs", {})
+        if name in programs:
+            return programs[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getitem__(self, name) -> CompiledProgram:
         try:
@@ -374,8 +447,8 @@ class CompiledPrograms:
 
     def _ambiguous(self, what):
         return ArgumentError(f"{self.name} has several orchestration functions {self.names()}: "
-                             f"{what} is ambiguous; name one: compiled[{self.names()[0]!r}]",
-                             code="TC424")
+                             f"{what} is ambiguous; select one explicitly: "
+                             f"compiled[{self.names()[0]!r}]", code="TC424")
 
     def __call__(self, *args, config=None):
         raise self._ambiguous("calling the program")
@@ -408,16 +481,24 @@ def compile_function(kfn: KernelFunction, args, config=None) -> CompiledProgram:
 def compile(program, output_dir=None, *, platform=None, distributed_config=None, config=None):
     """Compile a ``@pl.program`` class or a ``@pl.jit.host`` function."""
     cfg = config or RunConfig()
+    output_dir = os.fspath(output_dir) if output_dir is not None else None
     if platform is not None or distributed_config is not None or output_dir is not None:
         cfg = replace(cfg, platform=platform or cfg.platform,
                       distributed_config=distributed_config or cfg.distributed_config,
                       cache_dir=output_dir or cfg.cache_dir)
     if isinstance(program, ProgramClass):
         ns = SelfNamespace(program.cls, program.functions)
-        if program.entry is None:              # several HOST orchestrators: one per name
+        if program.single_chip:
+            # runs on one device, as upstream's L2 programs (a distributed
+            # config names at most which one)
+            cfg = replace(cfg, distributed_config=replace(cfg.dist,
+                                                          device_ids=cfg.dist.device_ids[:1]))
+        if program.entry is None:              # several entries: one program per name
+            # upstream keeps each chip orchestration's build under next_levels/<name>
+            sub = ("next_levels",) if program.single_chip else ()
             return CompiledPrograms(program.cls.__name__, {
                 name: CompiledProgram(fn, config=cfg, self_ns=ns,
-                                      output_dir=os.path.join(output_dir, name)
+                                      output_dir=os.path.join(output_dir, *sub, name)
                                       if output_dir else None,
                                       sub_workers=program.sub_workers).precheck()
                 for name, fn in program.entries.items()})

@@ -40,7 +40,7 @@ def dfx(cp):
 
 def compiled(main, tmp_path, n, *args):
     cp = main.compile(*args, config=config_for(n, cache_dir=str(tmp_path / "cache")))
-    assert cp.output_dir.startswith(str(tmp_path))
+    assert str(cp.output_dir).startswith(str(tmp_path))
     return cp
 
 

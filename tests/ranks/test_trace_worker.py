@@ -4,6 +4,7 @@ own d{k} and a slice per rank); remote loads carry their source line."""
 import inspect
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -73,11 +74,15 @@ def marked_line(func, marker):
 
 
 def tree(root):
+    """{path under root: mtime}; a dispatch's part of the merged trace, whose
+    name carries the time it was written, as ``merged_swimlane_<time>.json``."""
     out = {}
     for dp, _, fs in os.walk(root):
         for f in fs:
             p = os.path.join(dp, f)
-            out[os.path.relpath(p, root)] = os.stat(p).st_mtime_ns
+            rel = re.sub(r"merged_swimlane_\d{8}_\d{6}\.json$", "merged_swimlane_<time>.json",
+                         os.path.relpath(p, root))
+            out[rel] = os.stat(p).st_mtime_ns
     return out
 
 
@@ -96,7 +101,7 @@ def test_prepared_worker_traces_only_the_calls_that_ask(tmp_path, n):
         # per rank: stage (d0), the HOST barrier (d1), read (d2)
         assert set(first) == {"merged_swimlane.json"} | {
             f"rank{r}/d{k}/{f}" for r in range(n) for k in range(3)
-            for f in ("deps.json", "chip_swimlane_records.json")}
+            for f in ("deps.json", "chip_swimlane_records.json", "merged_swimlane_<time>.json")}
         deps = json.load(open(os.path.join(root, "rank0", "d1", "deps.json")))
         assert deps["function"] == "builtin.tensor.barrier"
         assert deps["line"].endswith(f":{marked_line(main, 'BARRIER')}:14")

@@ -9,9 +9,9 @@ import ast
 
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
-from ..ir.types import (NONE, Dim, DynVar, TensorType, bind_shape)
+from ..ir.types import (ANY, INOUT, NONE, OUT, Dim, DynVar, TensorType, TupleType, bind_shape)
 from ..ir.annotations import annotation_type
-from ..ir.kinds import SUBWORKER
+from ..ir.kinds import HOST, ORCH, SUBWORKER
 from ..ops.check import describe
 from . import source as source_mod
 from .common import _err
@@ -41,9 +41,35 @@ class ProgramBuilder:
         """The program's IR and the diagnostics of the statements that failed
         (those statements are left out of the IR; checking goes on past them)."""
         fn_ir = self.specialise(self.entry, self.arg_types, call_span=None)
+        if self.entry.kind == ORCH:
+            fn_ir = self._host_of(fn_ir)
         prog = N.ProgramIR(entry=fn_ir, functions=self.functions, buffers=self.buffers,
                            world=self.world, spans=self.spans, platform=self.platform)
         return prog, list(self.diags), frozenset(self.incomplete)
+
+    def _host_of(self, chip):
+        """The HOST entry of a single-chip program: one dispatch of its chip
+        orchestration function ``chip`` on the program's one device, passing
+        its parameters through (what upstream's L2 runner does on a card)."""
+        for p in chip.params:
+            if isinstance(p.type, TensorType) and p.type.dist:
+                raise _err(ProgramTypeError, f"parameter '{p.name}' is a DistributedTensor, but "
+                           f"{chip.py_name} is the entry of a single-chip program (no HOST "
+                           f"orchestrator allocates its window)", p.span, "TC104",
+                           hint="add a @pl.function(level=pl.Level.HOST, "
+                                "role=pl.Role.Orchestrator) that allocates the window")
+        params = [N.Param(p.name, p.type, p.span) for p in chip.params]
+        rp = chip.returns_param
+        rt = TupleType(tuple(params[i].type if i is not None else ANY for i in rp)) \
+            if isinstance(rp, tuple) else params[rp].type if isinstance(rp, int) \
+            else chip.ret_type or NONE
+        call = N.FuncCall(rt, chip.span, chip, [N.Var(p.type, p.span, p.name) for p in params],
+                          None, frozenset(range(self.world)))
+        name = f"{chip.name}__host"
+        host = N.FunctionIR(name=name, kind=HOST, params=params, body=[N.Return(chip.span, call)],
+                            span=chip.span, ret_type=rt, py_name=chip.py_name, returns_param=rp)
+        self.functions[name] = host
+        return host
 
     def span_id(self, span) -> int:
         self.spans.append(span)
@@ -68,6 +94,7 @@ class ProgramBuilder:
             # the function itself (or the callback bound to its name)
             fn_ir.py_fn = kfn.fn
             fn_ir.ret_type = NONE
+            fn_ir.returns_param = sub_worker_returns(kfn.fn, params, src)
             return fn_ir
         FunctionParser(self, kfn, src, fn_ir).parse()
         return fn_ir
@@ -171,3 +198,30 @@ class ProgramBuilder:
                 raise _err(ProgramValueError, f"parameter '{name}': dimension {d!r} is bound to "
                            f"{v} but the argument has {a}", span, "TC208",
                            hint="one pl.dynamic variable must have one value across parameters")
+
+
+def sub_worker_returns(fn, params, src):
+    """Which argument(s) a SubWorker's result is, read from its declaration
+    (its body is Python, not parsed): a return annotation of one tensor with
+    exactly one ``pl.Out`` / ``pl.InOut`` parameter is that parameter, a
+    tuple of k tensors (``pl.Tuple[...]`` or ``tuple[...]``) with exactly k of
+    them is those, in order -- the convention of every program function (a
+    result is the tensor written).  None otherwise: the call has no value."""
+    ann = fn.__annotations__.get("return")
+    if isinstance(ann, str) and src.tree.returns is not None:   # postponed annotations
+        try:
+            ann = eval(compile(ast.Expression(src.tree.returns), src.file, "eval"),
+                       src.globals, dict(src.closure))
+        except Exception:      # user code: a bad annotation just gives the call no value
+            return None
+    if getattr(ann, "__origin__", None) is tuple:
+        ann = TupleType(tuple(annotation_type(a) for a in ann.__args__))
+    ret = annotation_type(ann)
+    outs = [i for i, p in enumerate(params)
+            if isinstance(p.type, TensorType) and p.type.direction in (OUT, INOUT)]
+    if isinstance(ret, TensorType) and len(outs) == 1:
+        return outs[0]
+    if isinstance(ret, TupleType) and len(ret.items) == len(outs) and outs and \
+            all(isinstance(t, TensorType) for t in ret.items):
+        return tuple(outs)
+    return None

@@ -9,6 +9,7 @@ import inspect
 from ..dtypes import DataType
 from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
 from ..ir import nodes as N
+from ..ir import walk
 from ..ir.types import (ANY, CommCtxType, NONE, PtrType,
                         ScalarType, TensorType, TupleType, numel)
 from ..ir import forms as control
@@ -225,7 +226,9 @@ class CallParsing:
         self._check_args(fn_ir, args, span)
         devices, device = None, None
         if callee.kind == SUBWORKER:         # runs in the controller: no device, no domain
-            return N.FuncCall(NONE, span, fn_ir, args, None, frozenset())
+            # its result, if it has one, is the argument it writes (see sub_worker_results)
+            rt = NONE if fn_ir.returns_param is None else self._call_result(fn_ir, args)
+            return N.FuncCall(rt, span, fn_ir, args, None, frozenset())
         if self.kind == HOST:
             devices = self._device_set(device_node) if device_node is not None \
                 else frozenset(range(self.b.world))
@@ -296,3 +299,40 @@ class CallParsing:
                    span, "TC211",
                    hint="write: for r in pl.range(pld.world_size()): chip(..., device=r)")
 
+
+def sub_worker_results(body, parser) -> list:
+    """A SubWorker runs in the controller and gives back nothing: where its
+    call has a value (``out_f = self.reduce(a, b, f)``, ``return
+    self.reduce(...)``), the call becomes a statement of its own followed by
+    the same binding (or return) of the argument(s) it writes.  A call with a
+    value anywhere else is refused."""
+    out = []
+    for s in body:
+        if isinstance(s, N.For):
+            s.body = sub_worker_results(s.body, parser)
+        elif isinstance(s, N.If):
+            s.body = sub_worker_results(s.body, parser)
+            s.orelse = sub_worker_results(s.orelse, parser)
+        value = s.value if isinstance(s, (N.Assign, N.Return)) else None
+        if _valued_sub_worker(value):
+            out.append(N.ExprStmt(s.span, value))
+            rp = value.func.returns_param
+            result = value.args[rp] if not isinstance(rp, tuple) else \
+                N.TupleExpr(value.type, s.span, [value.args[i] for i in rp])
+            out.append(N.Assign(s.span, s.targets, result) if isinstance(s, N.Assign)
+                       else N.Return(s.span, result))
+            continue
+        top = s.expr if isinstance(s, N.ExprStmt) else value
+        for e in walk.exprs(s, shallow=True):
+            if e is not top and _valued_sub_worker(e):
+                raise _err(ProgramSyntaxError, f"the result of SubWorker {e.func.py_name} is "
+                           f"used inside an expression; bind it to a name first "
+                           f"(out = self.{e.func.py_name.rsplit('.', 1)[-1]}(...))", e.span,
+                           "TC302")
+        out.append(s)
+    return out
+
+
+def _valued_sub_worker(e) -> bool:
+    return isinstance(e, N.FuncCall) and e.func.kind == SUBWORKER and \
+        e.func.returns_param is not None

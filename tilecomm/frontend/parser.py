@@ -27,8 +27,9 @@ from ..ops.check import const_value, describe
 from .resolve import SelfNamespace, lookup_name, resolve_attr, _MISSING
 from .arrays import ArrayParsing
 from .loops import LoopParsing
-from .calls import CallParsing
+from .calls import CallParsing, sub_worker_results
 from .scopes import ScopeParsing, SubmitParsing, kernel_tasks
+from .escapes import assigned_names, param_index, scoped_hint
 from .dumptags import DumpTagParsing
 from .common import _PY, _err
 from .fold import fold
@@ -71,11 +72,13 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
                 and isinstance(body[0].value.value, str):
             body = body[1:]                          # docstring
         self.fn.body = self.block(body)
-        if self.fn.tasks:
-            try:
+        try:
+            if self.fn.tasks:
                 self.fn.body = kernel_tasks(self.fn.body, self)
-            except UserError as e:
-                self.b.diags.append(e)
+            if self.kind == HOST:
+                self.fn.body = sub_worker_results(self.fn.body, self)
+        except UserError as e:
+            self.b.diags.append(e)
         self._finish_returns()
 
     def block(self, stmts) -> list:
@@ -94,7 +97,7 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
                     out.extend(r if isinstance(r, list) else [r])
             except UserError as e:
                 self.b.diags.append(e)
-                for name in _assigned_names(s):
+                for name in assigned_names([s]):
                     self.env[name] = ANY
                 self.b.incomplete.update(n.id for n in ast.walk(s) if isinstance(n, ast.Name))
         return out
@@ -339,20 +342,12 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
             return
         v = vals[-1]
         self.fn.ret_type = v.type
-
-        def origin_of_type(t):
-            if isinstance(t, TensorType) and isinstance(t.origin, tuple) and t.origin[0] == "param":
-                return t.origin[1]
-            return None
-
-        def origin(e):
-            return origin_of_type(e.type)
         if isinstance(v, N.TupleExpr):
-            self.fn.returns_param = tuple(origin(i) for i in v.items)
+            self.fn.returns_param = tuple(param_index(i.type) for i in v.items)
         elif isinstance(v.type, TupleType):     # return kernel(...) of a tuple-returning callee
-            self.fn.returns_param = tuple(origin_of_type(t) for t in v.type.items)
+            self.fn.returns_param = tuple(param_index(t) for t in v.type.items)
         else:
-            self.fn.returns_param = origin(v)
+            self.fn.returns_param = param_index(v.type)
 
     # ----------------------------------------------------------- expressions
     def expr(self, node) -> N.Expr:
@@ -403,7 +398,8 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
             return self.b.self_ns
         v = lookup_name(self.src, node.id)
         if v is _MISSING:
-            raise _err(ProgramSyntaxError, f"unknown name '{node.id}'", self.span(node), "TC307")
+            raise _err(ProgramSyntaxError, f"unknown name '{node.id}'", self.span(node), "TC307",
+                       scoped_hint(self, node.id))
         return v
 
     def _value(self, node):
@@ -557,8 +553,6 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
             rt = TensorType(tuple(shape), t.dtype, dist=False, direction=t.direction)
         return N.Index(rt, self.span(node), base, items)
 
-    # ------------------------------------------------------------- calls
-
 
 def _is_integer(e) -> bool:
     """An integer scalar: not a float (truncated at run time), bool or enum member."""
@@ -581,14 +575,6 @@ def _scalar_result(l, r, op):
     if isinstance(l, N.Const) and rt is not None:
         return ScalarType(rt)
     return ScalarType(lt or rt)
-
-
-def _assigned_names(s) -> list:
-    out = []
-    for n in ast.walk(s):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            out.append(n.id)
-    return out
 
 
 STMT = {ast.Expr: FunctionParser.s_expr, ast.Assign: FunctionParser.s_assign,

@@ -25,6 +25,7 @@ from ..ops import pl_ops
 from ..analysis.tasks import waiter_violations
 from ..ops.check import const_value, describe
 from .common import _err
+from .escapes import carry_out
 
 _AT_KW = {"level", "role", "optimizations", "deps", "no_dep_args", "dumps",
           "allow_early_resolve", "name_hint", "windowize"}
@@ -51,6 +52,13 @@ class ScopeParsing:
     task = None          # TaskCtx while parsing a task body
     manual = 0           # depth of manual scopes around the statement
     _standalone = None   # the call of the expression statement being parsed
+
+    def scoped_names(self) -> dict:
+        """Names bound inside an outlined scope that stay there (``escapes.py``)."""
+        names = self.__dict__.get("_scoped")
+        if names is None:
+            names = self._scoped = {}
+        return names
 
     def _scope_err(self, node, msg, code="TC330", hint=None, cls=ProgramSyntaxError):
         return _err(cls, msg, self.span(node), code, hint)
@@ -176,13 +184,13 @@ class ScopeParsing:
         ctx = TaskCtx("at", span, early)
         excluded = self._no_dep_args(kw.get("no_dep_args"))
         deps = self._deps(kw.get("deps"))
-        node = self._task(s, ctx, self._name_hint(kw, "pl.at"), target, deps, None, None,
-                          excluded, self._dump_names(kw.get("dumps"), "pl.at"))
-        if node.waiter and early:
+        stmts = self._task(s, ctx, self._name_hint(kw, "pl.at"), target, deps, None, None,
+                           excluded, self._dump_names(kw.get("dumps"), "pl.at"))
+        if stmts[0].waiter and early:
             raise _err(ProgramValueError, "a pl.at task containing pld.system.defer_wait cannot "
                        "use allow_early_resolve=True: its consumers must start only after "
                        "its TaskId completes", self.span(kw["allow_early_resolve"]), "TC331")
-        return node
+        return stmts
 
     def _no_dep_args(self, node):
         if node is None:
@@ -235,11 +243,12 @@ class ScopeParsing:
                 body = kernel_tasks(body, self)
         finally:
             self.kind, self.fn, self.returns = saved
-            self.env, self.loops = outer_env, outer_loops
+            inner_env, self.env, self.loops = self.env, outer_env, outer_loops
         fn_ir.body = body
         fc = N.FuncCall(NONE, span, fn_ir, [N.Var(outer_env[n], span, n) for n in captured],
                         None, frozenset(range(self.b.world)))
-        return N.ExprStmt(span, fc)
+        return [N.ExprStmt(span, fc)] + carry_out(self, s.body, inner_env, outer_env, captured,
+                                                   span, "inline chip scope")
 
     # ------------------------------------------------------------ pl.spmd
     def _spmd(self, s, call, target, block_var):
@@ -272,9 +281,8 @@ class ScopeParsing:
         self._static_bool(kw, "sync_start", "pl.spmd")
         ctx = TaskCtx("spmd", span, early)
         deps = self._deps(kw.get("deps"))
-        node = self._task(s, ctx, self._name_hint(kw, "pl.spmd"), target, deps, n, block_var,
+        return self._task(s, ctx, self._name_hint(kw, "pl.spmd"), target, deps, n, block_var,
                           set())
-        return node
 
     def spmd_for(self, s: ast.For):
         if s.orelse:
@@ -353,7 +361,7 @@ class ScopeParsing:
             body += self.block(s.body)
         finally:
             self.kind, self.task = kind, None
-            self.env, self.loops = outer_env, outer_loops
+            inner_env, self.env, self.loops = self.env, outer_env, outer_loops
         fn_ir.body = body
         fn_ir.ret_type = NONE
         if len(self.b.diags) != ndiags:
@@ -372,9 +380,12 @@ class ScopeParsing:
         if target is not None:
             self.env[target] = ScalarType(TASK_ID)
         dumped |= {captured.index(name) for name in ctx.dump_tags}
-        return N.TaskScope(span, call, name_hint or fn_ir.py_name.rsplit(".", 1)[-1],
+        node = N.TaskScope(span, call, name_hint or fn_ir.py_name.rsplit(".", 1)[-1],
                            target, deps, blocks, [], bool(self.manual), waiter, ctx.kind,
                            frozenset(excluded), tuple(sorted(dumped)))
+        what = "pl.spmd task" if ctx.kind == "spmd" else "pl.at task"
+        return [node] + carry_out(self, s.body, inner_env, outer_env, captured, span, what,
+                                  exclude=(block_var, target))
 
     def _block_idx_call(self, s):
         rec = pl_ops.get_block_idx.record

@@ -4,9 +4,26 @@
 (``driver``); the IR package itself stays below the compiler."""
 from .functions import KernelFunction, ProgramClass
 
+# options of upstream's compile that steer its pass pipeline and the chip
+# toolchain (ptoas, the memory planner, IR dumps, the simpler runtime); a CPU
+# build has neither, so a ported call may pass them and they change nothing
+TOOLCHAIN_OPTIONS = frozenset({
+    "strategy", "dump_passes", "backend_type", "skip_ptoas", "verification_level",
+    "diagnostic_phase", "disabled_diagnostics", "memory_planner",
+    "enable_pypto_l0c_double_buffer", "profiling", "analyze_auto_scopes_for_deps",
+    "emit_source_loc", "dump_ptoas_passes", "runtime"})
 
-def compile(program, output_dir=None, *, platform=None, distributed_config=None, config=None):
-    """Compile a ``@pl.program`` class or a ``@pl.jit.host`` function."""
+
+def compile(program, output_dir=None, *, platform=None, distributed_config=None, config=None,
+            **toolchain_options):
+    """Compile a ``@pl.program`` class or a ``@pl.jit.host`` function.
+    ``toolchain_options``: names of ``TOOLCHAIN_OPTIONS`` only (no effect)."""
+    unknown = sorted(set(toolchain_options) - TOOLCHAIN_OPTIONS)
+    if unknown:
+        raise TypeError(f"compile() got unexpected keyword argument(s) {unknown}; besides "
+                        f"output_dir, platform, distributed_config and config it accepts "
+                        f"upstream's toolchain options {sorted(TOOLCHAIN_OPTIONS)} (no effect "
+                        f"on the CPU)")
     driver = getattr(program, "driver", None) \
         if isinstance(program, (KernelFunction, ProgramClass)) else None
     if driver is None:
@@ -16,4 +33,4 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
                           distributed_config=distributed_config, config=config)
 
 
-__all__ = ["compile"]
+__all__ = ["TOOLCHAIN_OPTIONS", "compile"]

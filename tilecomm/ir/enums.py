@@ -57,6 +57,13 @@ class Level(enum.IntEnum):
     CLOS2 = 8
 
 
+class ParamDirection(enum.IntEnum):
+    """A parameter's direction as upstream's IR reports it (``Function.param_directions``)."""
+    In = 0
+    Out = 1
+    InOut = 2
+
+
 class Role(enum.IntEnum):
     Orchestrator = 0
     SubWorker = 1

@@ -11,9 +11,48 @@ import ast
 import functools
 import inspect
 import textwrap
+from dataclasses import dataclass
 
-from .enums import FunctionType, Level, Role
+from .annotations import annotation_type
+from .enums import FunctionType, Level, ParamDirection, Role
 from .kinds import HOST, INCORE, ORCH, SUBWORKER
+from .types import IN, INOUT, OUT, TupleType
+
+# what upstream's IR reports for a function made by each decorator form
+# (@pl.jit.host / @pl.jit / @pl.jit.incore; SubWorkers are class-form only)
+_FORM_SPEC = {HOST: (FunctionType.Orchestration, Level.HOST, Role.Orchestrator),
+              SUBWORKER: (FunctionType.Opaque, Level.HOST, Role.SubWorker),
+              ORCH: (FunctionType.Orchestration, None, None),
+              INCORE: (FunctionType.InCore, None, None)}
+_DIRECTIONS = {IN: ParamDirection.In, OUT: ParamDirection.Out, INOUT: ParamDirection.InOut}
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A parameter as upstream's IR shows one: ``name_hint``, the IR ``type``
+    its annotation denotes (None when it cannot be read) and its direction."""
+
+    name_hint: str
+    type: object
+    direction: ParamDirection
+
+    @property
+    def name(self) -> str:
+        return self.name_hint
+
+
+def _annotation(fn, key):
+    """The evaluated annotation ``key`` of ``fn`` (postponed ones evaluated in
+    its module; None when absent or unreadable)."""
+    ann = fn.__annotations__.get(key)
+    if isinstance(ann, str):
+        try:
+            ann = eval(ann, fn.__globals__)      # an annotation is the user's own expression
+        except Exception:
+            return None
+    if getattr(ann, "__origin__", None) is tuple:      # tuple[pl.Tensor[...], ...]
+        return TupleType(tuple(annotation_type(a) for a in ann.__args__))
+    return ann
 
 
 class KernelFunction:
@@ -29,6 +68,53 @@ class KernelFunction:
 
     def __repr__(self):
         return f"<tilecomm {self.kind} function {self.fn.__qualname__}>"
+
+    # ------------------------------------------------ inspection, as upstream's ir.Function
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+    def _spec(self):
+        spec = getattr(self.fn, "__tilecomm_kind__", None)    # @pl.function(type=, level=, role=)
+        if spec is None:
+            return _FORM_SPEC[self.kind]
+        type_, level, role = spec
+        return type_ if type_ is not None else FunctionType.Opaque, level, role
+
+    @property
+    def func_type(self) -> FunctionType:
+        return self._spec()[0]
+
+    @property
+    def level(self) -> Level | None:
+        return self._spec()[1]
+
+    @property
+    def role(self) -> Role | None:
+        return self._spec()[2]
+
+    @property
+    def params(self) -> list:
+        """The parameters (``self`` of a method excluded) as ``ParamInfo``."""
+        names = list(inspect.signature(self.fn).parameters)[1 if self.is_method else 0:]
+        out = []
+        for n in names:
+            t = annotation_type(_annotation(self.fn, n))
+            out.append(ParamInfo(n, t, _DIRECTIONS.get(getattr(t, "direction", IN),
+                                                       ParamDirection.In)))
+        return out
+
+    @property
+    def param_directions(self) -> list:
+        return [p.direction for p in self.params]
+
+    @property
+    def return_types(self) -> list:
+        """The IR types of the return annotation ([] without one)."""
+        t = annotation_type(_annotation(self.fn, "return"))
+        if t is None:
+            return []
+        return list(t.items) if isinstance(t, TupleType) else [t]
 
     @property
     def requires_runtime_binding(self) -> bool:
@@ -92,17 +178,35 @@ class ProgramClass:
             # SubWorker methods are declared without ``self``
             self.functions[name] = KernelFunction(member, kind, is_method=kind != SUBWORKER,
                                                   driver=driver)
-        # HOST orchestrators: each is an entry a call can name (compiled["name"])
+        # HOST orchestrators: each is an entry a call can name (compiled["name"]).
+        # Without one the program is a single-chip (L2) one: its chip
+        # orchestration functions are the entries, run on one device
         self.entries = {n: f for n, f in self.functions.items() if f.kind == HOST}
+        self.single_chip = not self.entries
+        if self.single_chip:
+            self.entries = {n: f for n, f in self.functions.items() if f.kind == ORCH}
         if not self.entries:
-            raise TypeError(f"@pl.program {cls.__name__} needs a "
-                            f"@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator) "
-                            f"entry; found none")
+            raise TypeError(f"@pl.program {cls.__name__} needs an entry: a "
+                            f"@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator) or, "
+                            f"for a single-chip program, a "
+                            f"@pl.function(type=pl.FunctionType.Orchestration); found neither")
         self.entry = next(iter(self.entries.values())) if len(self.entries) == 1 else None
         self.sub_workers = {n: f for n, f in self.functions.items() if f.kind == SUBWORKER}
 
     def __repr__(self):
         return f"<tilecomm program {self.cls.__name__}>"
 
+    # ------------------------------------------------ inspection, as upstream's ir.Program
+    @property
+    def name(self) -> str:
+        return self.cls.__name__
 
-__all__ = ["KernelFunction", "ProgramClass", "kind_of"]
+    def get_function(self, name: str) -> KernelFunction | None:
+        """The program function ``name`` (None if the program has none)."""
+        return self.functions.get(name)
+
+    def __getitem__(self, name: str) -> KernelFunction | None:
+        return self.functions.get(name)
+
+
+__all__ = ["KernelFunction", "ParamInfo", "ProgramClass", "kind_of"]

@@ -9,6 +9,7 @@ its own there and left no private directory behind).
 Prints ``OK <process> roots=<private directories used>`` per process."""
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -100,7 +101,9 @@ def files_of(root) -> set:
     out = set()
     for dp, _, fs in os.walk(root):
         for f in fs:
-            out.add(os.path.relpath(os.path.join(dp, f), root))
+            # a dispatch's part of the merged trace is named for the time it was written
+            out.add(re.sub(r"merged_swimlane_\d{8}_\d{6}\.json$", "merged_swimlane_<time>.json",
+                           os.path.relpath(os.path.join(dp, f), root)))
     return out
 
 
@@ -117,6 +120,7 @@ def traced_call(n: int, top: str) -> None:
     want = {"merged_swimlane.json"}
     for r in range(n):
         want |= {f"rank{r}/d0/{f}" for f in ("deps.json", "chip_swimlane_records.json",
+                                             "merged_swimlane_<time>.json",
                                              "args_dump/args.json")}
         want |= {f"rank{r}/d0/args_dump/{w}/{i:02d}_{name}.npy" for w in ("before", "after")
                  for i, name in enumerate(["x", "y", "data", "asig"])}

@@ -73,6 +73,8 @@ def share_arguments(run, args, executable):
     array passed twice is shared once, so the ranks see one tensor; it is
     copied back if any parameter it is passed as is an output."""
     vals, copies, seen = [], [], {}
+    # a caller of torch gets torch in its SubWorkers too (subworkers.invoke)
+    run.torch = any(type(a).__module__.startswith("torch") for a in args)
     for a, direction in zip(args, _directions(executable)):
         if isinstance(a, Resident):
             vals.append(a.host_value())      # resident already: passed by reference

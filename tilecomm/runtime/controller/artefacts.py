@@ -1,7 +1,8 @@
 """The controller's part of run artefacts (the layout and the rank's part:
 ``rank/artefacts.py``): prepare ``dfx_outputs/`` before a run, tell each rank,
-merge the ranks' swimlanes into one trace of the call, and write the files a
-rank on another node sent (``messages.Files``)."""
+merge the ranks' swimlanes into one trace of the call (and give each dispatch
+its part of it), and write the files a rank on another node sent
+(``messages.Files``)."""
 from __future__ import annotations
 
 import glob
@@ -14,7 +15,8 @@ from ...dfx import trace as T
 from ...errors import RuntimeFault
 from ..messages import BeginRun, Files
 from ..rank.argdumps import unwritable
-from ..rank.artefacts import MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir
+from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
+                              dispatch_trace_name)
 from ..rank.tracing import pid_of
 
 
@@ -71,15 +73,17 @@ class RunArtefacts:
 
     def end(self):
         """Every rank reported the run done (its files are written): merge
-        the swimlanes into one trace of the call."""
+        the swimlanes into one trace of the call, and write each dispatch's
+        part of it beside that dispatch's records."""
         s = self.settings
         if not s.swimlane:
             return None
-        parts = []
+        parts, dirs = [], []          # dirs[j]: where part j came from (None: no dispatch)
         for r in range(self.world):
             k = 0
             while os.path.exists(os.path.join(dispatch_dir(s.root, r, k), RANK_TRACE)):
                 parts.append(T.load(os.path.join(dispatch_dir(s.root, r, k), RANK_TRACE)))
+                dirs.append(dispatch_dir(s.root, r, k))
                 k += 1
             if k == 0:     # stopped before its first dispatch: still one (empty) track
                 pid = pid_of(r)
@@ -88,14 +92,45 @@ class RunArtefacts:
                      "args": {"name": f"rank {r}"}},
                     {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": pid,
                      "args": {"sort_index": r}}]})
+                dirs.append(None)
         path = os.path.join(s.root, MERGED_TRACE)
+        merged, views = merge_with_views(parts, s.title)
+        name = dispatch_trace_name(time.time())
         try:
-            T.write(path, T.merge(parts, title=s.title))
+            T.write(path, merged)
+            for d, view in zip(dirs, views):
+                if d is not None:
+                    T.write(os.path.join(d, name), view)
         except OSError as e:
             raise unwritable(path, e) from None
         self.trace_path = path
         return path
 
+
+def merge_with_views(parts, title: str):
+    """(the merged trace of ``parts``, the view of each part).  A dispatch's
+    view is its own events as the merge left them -- its waits say which
+    rank's notify released them (``released_by``) -- with its own arrows and
+    metadata; an arrow between two dispatches (notify -> wait) belongs to the
+    call's trace only."""
+    # each event remembers its part through the merge (the key is removed after)
+    tagged = [dict(tr, traceEvents=[dict(ev, _part=j) for ev in tr["traceEvents"]])
+              for j, tr in enumerate(parts)]
+    merged = T.merge(tagged, title=title)
+    own: list = [[] for _ in parts]
+    for ev in merged["traceEvents"]:
+        j = ev.pop("_part", None)
+        if j is not None and ev["ph"] != "M":     # metadata: each part's own, below
+            own[j].append(ev)
+    views = []
+    for j in range(len(parts)):
+        meta = [ev for ev in parts[j]["traceEvents"] if ev["ph"] == "M"]
+        info = parts[j].get("otherData", {})
+        views.append({"traceEvents": meta + own[j],
+                      "otherData": {"schema": T.SCHEMA, "title": title,
+                                    "rank": info.get("rank"), "dispatch": info.get("dispatch"),
+                                    "function": info.get("function")}})
+    return merged, views
 
 
 def write_files(msg: Files) -> None:
@@ -114,4 +149,4 @@ def write_files(msg: Files) -> None:
         raise unwritable(root, e) from None
 
 
-__all__ = ["RunArtefacts", "write_files"]
+__all__ = ["RunArtefacts", "merge_with_views", "write_files"]

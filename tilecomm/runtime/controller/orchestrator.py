@@ -13,12 +13,12 @@ import math
 
 import numpy as np
 
-from ...errors import ConfigError, RuntimeFault
+from ...errors import RuntimeFault
 from ...ir.types import INOUT, OUT
 from ..rank.collective_calls import HostCollectives
 from ..rank.tile.kernel_ops import ValueOps
 from ..messages import Dispatch
-from .subworkers import unbound_message, wait_dispatches
+from .subworkers import invoke, wait_dispatches
 from ..values import HostRef, WindowBuffer, WindowRef, address
 
 
@@ -214,13 +214,7 @@ class HostRuntime(ValueOps, HostCollectives):
                                    f"{type(a).__name__}", code="TC503")
         self.call.flush()                    # what it waits for must have been sent
         wait_dispatches(self.call, deps)
-        callback = self.call.callbacks.get(py_name)
-        if callback is not None:
-            callback(tuple(values))          # one positional argument: the argument list
-        elif abstract:
-            raise ConfigError(unbound_message([py_name]), code="TC425")
-        else:
-            body(*values)
+        invoke(self.call, py_name, body, abstract, values)
         return None
 
     def _track(self, t: HostTensor, device, seq, direction, deps):

@@ -12,12 +12,19 @@ Which Python runs: a callback bound to the SubWorker's name
 sequence of its arguments (upstream's ``MappedArgs``); otherwise the
 SubWorker's own body runs, called with its arguments.  A SubWorker whose
 body is only ``...`` must be bound.
+
+Its tensors are numpy arrays, or torch tensors when the call's arguments were
+torch tensors (as upstream, where everything is torch): zero-copy views of
+the same memory (``as_torch``), so writing them writes the host tensor.
+torch is imported only then.
 """
 from __future__ import annotations
 
 import inspect
 import time
 import warnings
+
+import numpy as np
 
 from ...errors import ConfigError, DeadlockError
 from .. import control as C
@@ -81,6 +88,42 @@ def check_signature(name, fn) -> None:
                         f"fn(args: MappedArgs); its signature is {name}{sig}") from None
 
 
+def invoke(run, py_name, body, abstract, values) -> None:
+    """Run SubWorker ``py_name`` with ``values`` (its host tensors as numpy
+    arrays, and scalars): the callback bound to its name, given the argument
+    list, else its own body.  Tensors go as torch when the run's caller passed
+    torch (``run.torch``, set where the arguments are shared)."""
+    if getattr(run, "torch", False):
+        values = [as_torch(v) if isinstance(v, np.ndarray) else v for v in values]
+    callback = run.callbacks.get(py_name)
+    if callback is not None:
+        callback(tuple(values))          # one positional argument: the argument list
+    elif abstract:
+        raise ConfigError(unbound_message([py_name]), code="TC425")
+    else:
+        body(*values)
+
+
+# numpy dtypes (ml_dtypes' among them) torch reaches only through a same-size
+# integer view: (the integer view, the torch dtype's name)
+_VIEWED = {"bfloat16": (np.int16, "bfloat16"), "float8_e4m3fn": (np.uint8, "float8_e4m3fn"),
+           "float8_e5m2": (np.uint8, "float8_e5m2")}
+
+
+def as_torch(arr: np.ndarray):
+    """A torch tensor sharing ``arr``'s memory (zero-copy); ``arr`` itself for
+    a dtype torch lacks (INT4, FP4, ...)."""
+    import torch                         # only for a caller that uses torch already
+    viewed = _VIEWED.get(arr.dtype.name)
+    if viewed is not None:
+        dt = getattr(torch, viewed[1], None)
+        return arr if dt is None else torch.from_numpy(arr.view(viewed[0])).view(dt)
+    try:
+        return torch.from_numpy(arr)
+    except TypeError:
+        return arr
+
+
 def wait_dispatches(run, deps: dict) -> None:
     """Block until rank r completed its dispatch ``deps[r]``, for every r.
     A rank failing or dying is raised; no rank running, no dispatch
@@ -115,5 +158,5 @@ def wait_dispatches(run, deps: dict) -> None:
         sleep = min(BACKOFF_MAX_S, sleep * 2 or 1e-5)
 
 
-__all__ = ["bind_callbacks", "check_signature", "declared", "unbound_message",
-           "wait_dispatches"]
+__all__ = ["as_torch", "bind_callbacks", "check_signature", "declared", "invoke",
+           "unbound_message", "wait_dispatches"]

@@ -26,7 +26,10 @@ are removed before a run that writes any.
                            phases (task submissions, the wait for the
                            tasks).  After the call,
                            ``dfx_outputs/merged_swimlane.json`` merges every
-                           rank and dispatch and draws notify -> wait arrows.
+                           rank and dispatch and draws notify -> wait arrows,
+                           and each dispatch gets its part of that trace as
+                           ``merged_swimlane_<YYYYmmdd_HHMMSS>.json`` (where
+                           upstream's converter writes its per-dispatch one).
 ``enable_dump_args=2``     ``args_dump/before/`` and ``args_dump/after/``: each
                            array argument (a window: this rank's copy) as
                            ``<index>_<name>.npy`` when the dispatch starts and
@@ -58,6 +61,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 
 from ...dfx import trace as T
@@ -93,6 +97,13 @@ def merged_trace_path(output_dir: str) -> str:
 
 def dispatch_dir(root: str, rank: int, k: int) -> str:
     return os.path.join(root, f"rank{rank}", f"d{k}")
+
+
+def dispatch_trace_name(when: float) -> str:
+    """The name of a dispatch's part of the merged trace, stamped with the
+    local time ``when`` (seconds since the epoch), as upstream names its
+    converted per-dispatch swimlanes."""
+    return f"merged_swimlane_{time.strftime('%Y%m%d_%H%M%S', time.localtime(when))}.json"
 
 
 # ---------------------------------------------------------------- rank
@@ -315,4 +326,4 @@ def _write_json(path, obj):
 
 
 __all__ = ["DFX_DIR", "DfxSettings", "MERGED_TRACE", "RANK_TRACE", "RankArtefacts", "dfx_root",
-           "dispatch_dir", "merged_trace_path"]
+           "dispatch_dir", "dispatch_trace_name", "merged_trace_path"]

@@ -19,6 +19,7 @@ import json
 import os
 import pickle
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -125,7 +126,7 @@ class LoadedProgram:
     """A build reloaded from its output directory (``CompiledProgram.from_dir``)."""
 
     def __init__(self, output_dir, config: RunConfig, meta: dict):
-        self.output_dir = output_dir
+        self.output_dir = Path(output_dir).resolve()     # a Path, as a compiled program's
         self.config = config
         self.meta = meta
         self.key = ("loaded", os.path.abspath(output_dir))
@@ -161,7 +162,7 @@ class LoadedProgram:
                 return self._load(key)
             except (OSError, pickle.UnpicklingError, KeyError) as e:
                 error = e                  # a stale record: try the next
-        raise FileNotFoundError(f"no loadable build record in {self.output_dir!r}: {error}")
+        raise FileNotFoundError(f"no loadable build record in '{self.output_dir}': {error}")
 
     def _load(self, key) -> Executable:
         exe = self._cache.get(key)
@@ -170,7 +171,7 @@ class LoadedProgram:
                                    self.meta["specialisations"][key]), "rb") as f:
                 rec = pickle.load(f)
             if rec.get("key") != key:
-                raise FileNotFoundError(f"the build record of {key} in {self.output_dir!r} "
+                raise FileNotFoundError(f"the build record of {key} in '{self.output_dir}' "
                                         f"was overwritten; compile the program again")
             lowered = LoadedSource(rec["source"], rec["filename"], rec["linemap"])
             rec["image"].key = fresh_image_key()    # keys are per process
@@ -180,6 +181,7 @@ class LoadedProgram:
                              entry_info=EntryInfo(rec["entry"], params), image=rec["image"],
                              directions=rec["directions"],
                              program_key=self.key, sub_workers=rec["sub_workers"])
+            exe.output_dir = self.output_dir          # where its run artefacts go
             self._cache[key] = exe
         return exe
 
@@ -215,6 +217,7 @@ class LoadedProgram:
 def from_dir(output_dir, *, platform=None, backend_type=None, distributed_config=None):
     """A build kept under ``output_dir``, ready to run without recompiling.
     ``platform`` / ``distributed_config``, when given, must match the build."""
+    output_dir = os.fspath(output_dir)
     meta_path = os.path.join(output_dir, META)
     if not os.path.exists(meta_path):
         raise FileNotFoundError(f"no tilecomm build in {output_dir!r} (no {META})")

@@ -200,11 +200,13 @@ class DistributedWorker:
         self._registered(compiled)
         call = self._prepare_call(compiled, args)
         pipelined = self._pipelines(call[0])
+        outputs = _returned(compiled, args, call[1])
         if not self._admission.acquire(blocking=False):
             self._pipeline.drive(oldest_only=True)   # finished here rather than waited for
             self._admission.acquire()
         # a pipelined call is finished by the first thread that asks for it
-        handle = DistributedRunHandle(compiled, self._pipeline.drive if pipelined else None)
+        handle = DistributedRunHandle(compiled, self._pipeline.drive if pipelined else None,
+                                      outputs)
         try:
             self._check_open("submit")
             with self._pending_lock:
@@ -322,7 +324,9 @@ class DistributedWorker:
     def _blocking(self, compiled, args, config):
         call = self._prepare_call(compiled, args)
         self._drain()                   # submitted calls first, in order
-        return self._execute(call, config)
+        result = self._execute(call, config)
+        outputs = _returned(compiled, args, call[1])
+        return result if outputs is None else outputs
 
     def _execute(self, call, config, admitted=False):
         exe, args = call
@@ -535,6 +539,13 @@ class DistributedWorker:
             self.close()
         except Exception:
             pass
+
+
+def _returned(compiled, given, full):
+    """A return-style call's allocated outputs (None for an in-place call, and
+    for a reloaded build, which takes in-place calls only)."""
+    pick = getattr(compiled, "returned_outputs", None)
+    return None if pick is None else pick(given, full)
 
 
 def _sizes(args) -> tuple:

@@ -24,8 +24,9 @@ class DistributedRunHandle:
     returns what the call returns (re-raising its error, every time it is
     asked); ``done`` says whether it finished."""
 
-    def __init__(self, compiled, drive=None):
+    def __init__(self, compiled, drive=None, outputs=None):
         self.compiled = compiled
+        self._outputs = outputs         # a return-style call's allocated outputs: its result
         # drive(handle): finish the call in the asking thread (a pipelined
         # call, see ``pipeline.py``); None: the worker's dispatcher runs it
         self._drive = drive
@@ -55,7 +56,7 @@ class DistributedRunHandle:
     def result(self, timeout=None):
         """``wait(timeout)``, then the call's return value."""
         self.wait(timeout)
-        return self._value
+        return self._value if self._outputs is None else self._outputs
 
     def __repr__(self):
         state = "done" if self.done else "in flight"
