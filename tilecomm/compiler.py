@@ -28,12 +28,13 @@ from .ir.annotations import annotation_type
 from .ir.functions import KernelFunction, ProgramClass
 from .ir.kinds import ORCH, SUBWORKER
 from .ir.types import IN, OUT, ScalarType, TensorType, is_static
+from .lower import layout
 from .lower.codegen import lower_program
 from .runtime.rank.artefacts import merged_trace_path
 from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, EntryInfo, Executable, FunctionInfo, KernelImage, Param,
                                  ProgramInfo, to_numpy)
-from .runtime.worker import builds, layout
+from .runtime.worker import builds
 from .runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
@@ -212,7 +213,7 @@ class CompiledProgram:
         return self
 
     def _lay_out(self, prog, lowered) -> None:
-        """The build directory in upstream's layout (``runtime/worker/layout.py``);
+        """The build directory in upstream's layout (``lower/layout.py``);
         a directory that cannot be written costs a warning, not the build."""
         try:
             layout.write(self.output_dir, prog, self.config, lowered, self._sub_workers,

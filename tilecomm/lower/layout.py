@@ -37,10 +37,10 @@ import os
 import pprint
 import shutil
 
-from ...ir import nodes as N
-from ...ir import walk
-from ...ir.kinds import HOST, INCORE, ORCH
-from ...ir.types import IN, INOUT, OUT, TensorType
+from ..ir import nodes as N
+from ..ir import walk
+from ..ir.kinds import HOST, INCORE, ORCH
+from ..ir.types import IN, INOUT, OUT, TensorType
 
 MARK = "# tilecomm build manifest"
 ALGORITHMS = "tilecomm.collectives.algorithms"
