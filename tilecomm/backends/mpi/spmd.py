@@ -54,6 +54,7 @@ import numpy as np
 from ...errors import ConfigError, RankFailure
 from .transport import MpiHost
 from .comm import require_mpi, unlink_backing_file
+from . import jobwatch
 from ...ir.types import INOUT, OUT
 from ...runtime import control as C
 from ...runtime import taskplane
@@ -141,6 +142,7 @@ def set_up(ranks) -> None:
     """Give ``ranks`` (a ``launch.Ranks`` being built on every process of the
     job) this backend's transport, control plane and launcher.  Collective."""
     MPI = require_mpi()
+    jobwatch.gate(jobwatch.SET_UP)     # every process is here before any collective step
     mb = from_env().get("mpi_pool_mb")
     if mb is not None and not (mb.isdigit() and int(mb) > 0):
         raise ConfigError(f"TILECOMM_MPI_POOL_MB must be a positive number of MiB, got {mb!r}",
@@ -165,11 +167,11 @@ class Spmd:
         self.hosts = job.hosts   # None unless ranks reach host tensors over RMA
 
     def execute(self, ranks, executable, args, config, controller):
-        if config.dfx_enabled:
-            # process 0 clears the last call's run artefacts when this call
-            # begins, and every process may still be reading them (they are
-            # the files of one output directory): all first reach this call
-            self.job.comm.Barrier()
+        # every process reaches this call before process 0 begins it (a peer
+        # that went away, or one at another step, is noticed here); and
+        # process 0 clears the last call's run artefacts when this call
+        # begins, which every process may still be reading
+        jobwatch.gate(jobwatch.CALL)
         if self.job.me == 0:
             return self._control(ranks, executable, args, config, controller)
         return self._serve(ranks, executable, args)
@@ -193,6 +195,7 @@ class Spmd:
                 self._give_up(e, launcher)
             self._withdraw()
             self._bcast(("error", _portable(e)))
+            e.raised_on_every_process = True      # no reason to abort the job (jobwatch)
             raise
         launcher.end_call()
         if launcher.stuck:

@@ -1,0 +1,326 @@
+"""How the processes of an MPI job learn that one of them is gone, so that a
+job whose script fails on one process ends at once instead of hanging.
+
+Why it is needed.  MPICH's ``MPI_Finalize`` blocks until every process of
+the job reaches it, and a process inside a blocking MPI collective spins a
+core until its peers join.  So an uncaught exception on one process (its
+script is over: it waits in ``MPI_Finalize``) left the others waiting for it
+in their next call, spinning, until the launcher's time-out killed the job.
+
+Three pieces, all in this module:
+
+* **Uncaught exceptions abort the job.**  ``install`` (on the backend's
+  first use of MPI in a process) chains a ``sys.excepthook``: it prints the
+  traceback through the hook that was there, then tells the other processes
+  (a *failed* notice, see below), gives them up to ``ACK_WAIT_S`` to say
+  they read it -- so each prints why it stops before it is killed -- and
+  calls ``MPI_Abort``, which is what ``python -m mpi4py`` does.  An error
+  that every process raised from the same call (a failed call: process 0
+  broadcast it, ``spmd.py``) is no reason to abort: every process ends with
+  it on its own, and one that catches it and goes on is told by the notice
+  below.
+* **Notices.**  A communicator of this module's own (a duplicate of
+  ``MPI_COMM_WORLD``, made at the first gate) carries one-message notices:
+  *failed* (the uncaught exception's first line) from the hook, and *left*
+  from an ``atexit`` handler -- this process's script ended (also by
+  ``sys.exit`` or under a hook of the user's own), so it will make no
+  further call.  A process that waits for its peers inside the backend
+  (``check``, ``gate``) looks for notices; on one it prints one line naming
+  the process that went away, confirms the notice and lets that process
+  abort the job once every waiting process said why it stops (aborting it
+  itself after ``ABORT_WAIT_S`` if nothing happened).  A process that left
+  reads, before ``MPI_Finalize``, either the others' *left* notices (they
+  are leaving too: the job ends normally) or their confirmations.
+* **Gates.**  Every collective step of the backend -- setting up a set of
+  ranks, a call, closing a set of ranks -- begins with a non-blocking
+  exchange of what each process is entering (``MPI_Iallgather`` of a code),
+  polled with sleeps while looking for notices.  The blocking MPI
+  collectives that follow start only once every process is there, so no
+  process spins in them waiting for a peer that will never come; and
+  processes at different steps (one closes a prepared worker, left by an
+  exception, while another starts its next call on it) are told so, and the
+  job is aborted, instead of waiting for each other for ever.
+
+Why a *left* notice never stops a process wrongly: a process that leaves has
+passed every gate it entered, and a gate completes only once every process
+entered it; so a process still waiting in a gate or in a call that the
+leaver made no longer needs the leaver -- except at a close step, which the
+``atexit`` hooks of prepared workers still make after this module's own ran
+(``atexit`` runs the latest registered first): a close gate therefore stops
+only on a *failed* notice.
+
+What cannot be seen: a process that fails before its first use of the MPI
+backend (no hook yet), or while a peer is inside a blocking MPI call of the
+user's own; the launcher's time-out still ends those jobs.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+__all__ = ["check", "gate", "install", "SET_UP", "CALL", "CLOSE"]
+
+# what a gate is the start of (the codes processes exchange)
+SET_UP, CALL, CLOSE = 1, 2, 3
+_STEPS = {SET_UP: "sets up ranks for a call", CALL: "starts a call",
+          CLOSE: "closes a set of ranks"}
+_WAITING = {SET_UP: "to set up ranks for a call", CALL: "to start a call",
+            CLOSE: "to close a set of ranks"}
+
+TAG_NOTICE, TAG_ACK = 1, 2
+FAILED, LEFT = b"F", b"L"
+# A process that went away waits this long for the others to confirm its
+# notice before it aborts the job: one waiting inside the backend confirms
+# within a few ms; one busy in its own code never does, and is ended by the
+# abort.  (One that left waits this long after the first confirmation.)
+ACK_WAIT_S = 2.0
+# A process that confirmed a notice leaves the abort to the process that went
+# away (so every waiting process has said why it stops first); if no abort
+# came after this long (that process stuck elsewhere), it aborts the job.
+ABORT_WAIT_S = 10.0
+# How often a waiting process looks for notices: a probe costs about a
+# microsecond, but the waits that call ``check`` poll every few.
+CHECK_EVERY_S = 0.002
+MAX_PAUSE_S = 0.001            # a gate's longest sleep between two tests
+
+_lock = threading.Lock()
+_state = {"MPI": None, "comm": None, "next_check": 0.0, "stopping": False,
+          "left": set()}                 # peers whose left notice was read by a close gate
+
+
+def install(MPI) -> None:
+    """Once per process, on the backend's first use of MPI: the exception
+    hook and the exit notice."""
+    with _lock:
+        if _state["MPI"] is not None:
+            return
+        _state["MPI"] = MPI
+    previous = sys.excepthook
+
+    def abort_on_uncaught(etype, value, tb):
+        previous(etype, value, tb)
+        _uncaught(etype, value)
+
+    abort_on_uncaught.tilecomm_previous = previous
+    sys.excepthook = abort_on_uncaught
+    atexit.register(_leaving)
+
+
+def _after_fork_in_child():
+    # a forked child is no process of the job: it must never send a notice
+    _state["comm"] = None
+    _state["MPI"] = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _usable(MPI) -> bool:
+    return MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized()
+
+
+def _me() -> int:
+    return _state["MPI"].COMM_WORLD.Get_rank()
+
+
+# ------------------------------------------------------------------ notices
+def _notices_comm():
+    """The notice communicator, made at the first gate (collective: every
+    process's first gate is the same step)."""
+    comm = _state["comm"]
+    if comm is None:
+        MPI = _state["MPI"]
+        comm, req = MPI.COMM_WORLD.Idup()
+        _wait(req.Test, where=None)           # no notices can travel before it exists
+        _state["comm"] = comm
+    return comm
+
+
+def _next_notice():
+    """(source, kind, text) of a notice that arrived, or None."""
+    comm, MPI = _state["comm"], _state["MPI"]
+    if comm is None:
+        return None
+    status = MPI.Status()
+    msg = comm.Improbe(MPI.ANY_SOURCE, TAG_NOTICE, status)
+    if msg is None:
+        return None
+    buf = bytearray(status.Get_count(MPI.BYTE))
+    msg.Recv([buf, MPI.BYTE])
+    data = bytes(buf)
+    return status.Get_source(), data[:1], data[1:].decode(errors="replace")
+
+
+def _send_all(kind: bytes, text: str = "") -> list:
+    comm, MPI = _state["comm"], _state["MPI"]
+    data = kind + text.encode()
+    me = comm.Get_rank()
+    return [comm.Isend([data, MPI.BYTE], p, TAG_NOTICE) for p in range(comm.Get_size())
+            if p != me]
+
+
+def check(where: str = "in a call") -> None:
+    """Called by the backend's polled waits: stop this process if a peer
+    went away (returns otherwise).  Cheap; looks at most every
+    ``CHECK_EVERY_S``."""
+    now = time.monotonic()
+    if _state["comm"] is None or now < _state["next_check"]:
+        return
+    _state["next_check"] = now + CHECK_EVERY_S
+    notice = _next_notice()
+    if notice is not None:
+        _stop(*notice, where=where)
+
+
+def _stop(peer: int, kind: bytes, text: str, where: str):
+    """A peer went away while this process waited for it: say so, and end
+    the job.  Never returns."""
+    MPI = _state["MPI"]
+    with _lock:
+        first = not _state["stopping"]
+        _state["stopping"] = True
+    if first:
+        what = (f"ended with an uncaught {text}" if kind == FAILED
+                else "left the job (its script ended)")
+        print(f"tilecomm: process {_me()} stops: process {peer} {what} while this process "
+              f"waited for it {where}", file=sys.stderr, flush=True)
+        # said: the process that went away aborts the job once every process
+        # waiting for it said why it stops (an abort kills at once)
+        req = _state["comm"].Isend([b"", MPI.BYTE], peer, TAG_ACK)
+        deadline = time.monotonic() + ABORT_WAIT_S
+        while time.monotonic() < deadline:
+            req.Test()
+            time.sleep(0.01)
+        MPI.COMM_WORLD.Abort(1)
+    while True:                       # another thread of this process is ending the job
+        time.sleep(1.0)
+
+
+# ------------------------------------------------------------------ gates
+def _wait(test, where: str | None, step: int | None = None) -> None:
+    """Poll ``test()`` until it is true, sleeping in slices growing to
+    ``MAX_PAUSE_S``; looks for notices meanwhile (``where``: what this
+    process waits for, None before the notice communicator exists)."""
+    pause = 1e-5
+    while not test():
+        if where is not None:
+            notice = _next_notice()
+            if notice is not None:
+                if notice[1] == FAILED or step != CLOSE:
+                    _stop(*notice, where=where)
+                _state["left"].add(notice[0])      # read at exit (see ``_leaving``)
+        time.sleep(pause)
+        pause = min(pause * 2, MAX_PAUSE_S)
+
+
+def gate(step: int) -> None:
+    """Collective, at the start of each collective step of the backend:
+    returns once every process of the job entered a gate of the same step;
+    stops this process if a peer went away, aborts the job if processes
+    entered different steps."""
+    MPI = _state["MPI"]
+    comm = _notices_comm()
+    mine = np.array([step], np.int64)
+    steps = np.empty(comm.Get_size(), np.int64)
+    req = comm.Iallgather(mine, steps)
+    _wait(req.Test, where=_WAITING[step], step=step)
+    if (steps == step).all():
+        return
+    _diverged(MPI, comm, [int(s) for s in steps])
+
+
+def _diverged(MPI, comm, steps: list) -> None:
+    """Processes entered different steps: every process saw the same
+    ``steps``; each says so (with the exception it is unwinding, if any: the
+    usual cause), then the job is aborted."""
+    if sys.exc_info()[1] is not None:
+        traceback.print_exc()
+    at = ", ".join(f"process {p} {_STEPS.get(s, '?')}" for p, s in enumerate(steps))
+    print(f"tilecomm: process {comm.Get_rank()}: the processes of the MPI job are at different "
+          f"steps ({at}); every process must make the same calls in the same order: aborting "
+          f"the MPI job", file=sys.stderr, flush=True)
+    # every process prints before any of them aborts (an abort kills at once)
+    req = comm.Ibarrier()
+    deadline = time.monotonic() + ACK_WAIT_S
+    while not req.Test() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    MPI.COMM_WORLD.Abort(1)
+
+
+# ------------------------------------------------------------------ leaving
+def _every_process_raised(value) -> bool:
+    """An error of a failed call, raised by every process of the job."""
+    return bool(getattr(value, "reported_by_process_0", False)
+                or getattr(value, "raised_on_every_process", False))
+
+
+def _uncaught(etype, value) -> None:
+    MPI = _state["MPI"]
+    if not _usable(MPI) or _every_process_raised(value) or MPI.COMM_WORLD.Get_size() == 1:
+        return                         # (a job of one process waits for nobody)
+    me = MPI.COMM_WORLD.Get_rank()
+    print(f"tilecomm: process {me} ended with an uncaught {etype.__name__}: aborting the MPI "
+          f"job", file=sys.stderr, flush=True)
+    if _state["comm"] is not None:
+        first = (str(value).splitlines() or [""])[0]
+        text = f"{etype.__name__}: {first}" if first else etype.__name__
+        sends = _send_all(FAILED, text)
+        comm, status = _state["comm"], MPI.Status()
+        waiting = set(range(comm.Get_size())) - {me}
+        deadline = time.monotonic() + ACK_WAIT_S
+        while waiting and time.monotonic() < deadline:
+            for req in sends:
+                req.Test()
+            msg = comm.Improbe(MPI.ANY_SOURCE, TAG_ACK, status)
+            if msg is not None:
+                msg.Recv([bytearray(0), MPI.BYTE])
+                waiting.discard(status.Get_source())
+                continue
+            time.sleep(0.001)
+    MPI.COMM_WORLD.Abort(1)
+
+
+def _leaving() -> None:
+    """At exit: tell the other processes this one makes no further call,
+    then read theirs.  Each process leaves only once every other one said it
+    leaves too (or it is stopped): ``MPI_Finalize`` would wait for them just
+    the same, and no notice is left unread in MPI at the end (some of MPI's
+    network modules print a warning for each).  A peer still waiting in a
+    call for this process reads the notice and aborts the job."""
+    MPI = _state["MPI"]
+    comm = _state["comm"]
+    if not _usable(MPI) or comm is None or _state["stopping"]:
+        return
+    sends = _send_all(LEFT)
+    pending = set(range(comm.Get_size())) - {comm.Get_rank()} - _state["left"]
+    stopped, status, pause, deadline = [], MPI.Status(), 1e-4, None
+    while pending or sends:
+        sends = [r for r in sends if not r.Test()]
+        msg = comm.Improbe(MPI.ANY_SOURCE, TAG_ACK, status)
+        if msg is not None:                # a peer waited for this process: it stops
+            msg.Recv([bytearray(0), MPI.BYTE])
+            stopped.append(status.Get_source())
+            pending.discard(status.Get_source())
+            deadline = deadline or time.monotonic() + ACK_WAIT_S
+            continue
+        notice = _next_notice()
+        if notice is not None:
+            if notice[1] == FAILED:
+                _stop(*notice, where="to leave the job")
+            pending.discard(notice[0])
+            continue
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+    if stopped:
+        print(f"tilecomm: process {comm.Get_rank()} left the job while process(es) "
+              f"{sorted(stopped)} waited for it in a call: aborting the MPI job",
+              file=sys.stderr, flush=True)
+        MPI.COMM_WORLD.Abort(1)
