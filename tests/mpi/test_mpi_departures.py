@@ -1,7 +1,8 @@
 """A process of an MPI job that goes away while the others go on -- an
 uncaught exception in its own script, a script that ends early, processes
-at different steps -- ends the job promptly, each process saying why; a
-caught exception aborts nothing.  And the MPI library's /dev/shm files are
+at different steps, an exception that leaves a call on one process only --
+ends the job promptly, each process saying why; a caught exception aborts
+nothing.  And the MPI library's /dev/shm files are
 gone as soon as the backend has used MPI, so a job killed before its first
 call leaves none behind (``run_mpi`` checks every job for leftovers)."""
 import os
@@ -64,6 +65,25 @@ def test_an_uncaught_exception_on_one_process_ends_the_job_with_its_traceback(n,
                          f"uncaught ValueError: a fault of process {victim}'s own script while "
                          f"this process waited for it to set up ranks for a call"], run.output
         assert "Traceback" not in run.rank_err[r]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n,victim", [(3, 0), (2, 1)])
+def test_a_process_that_leaves_a_call_with_an_exception_ends_the_job(n, victim, layout):
+    # the victim fails inside the call after every process entered it, with
+    # an error that is not the call's: the others wait for its messages in
+    # the call (no gate), and learn of it when the victim closes its ranks
+    run, ended = _run("in-call", n, victim, layout)
+    assert run.returncode != 0
+    assert ended - _left_at(run, victim) < ENDS_WITHIN_S, run.output
+    err = run.rank_err[victim]
+    assert f"ValueError: a fault of process {victim}'s own script" in err, run.output
+    assert (f"tilecomm: process {victim} left a call with an uncaught ValueError while other "
+            f"processes waited for it there: aborting the MPI job") in err
+    for r in set(range(n)) - {victim}:
+        assert (f"tilecomm: process {r} stops: process {victim} left the call, raising "
+                f"ValueError: a fault of process {victim}'s own script, while this process "
+                f"waited for it in a call" in run.rank_err[r]), run.output
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -9,6 +9,10 @@ second call:
   worker    the same uncaught error inside a prepared worker's ``with``
             block: the victim closes the worker while the others make its
             second call
+  in-call   the victim fails inside the second call, after every process
+            entered it, with an error that is not the call's (injected into
+            the backend: process 0's controlling step, or process r's
+            serving one): the others wait in the call for its messages
 
 Before it goes away, the victim prints ``leaving at <time.time()>`` on
 stderr (the test measures how long the job takes to end after that).
@@ -79,7 +83,16 @@ def main(mode: str, n: int, victim: int) -> None:
             call(worker, n, 2)
         raise AssertionError("the second call ended without the victim")
     call(one_shot, n, 1)
-    if me == victim:
+    if mode == "in-call" and me == victim:
+        from tilecomm.backends.mpi import spmd
+
+        def fault(*args, **kwargs):
+            leave(mode, me)
+        if me == 0:
+            spmd.Spmd._control = fault
+        else:
+            spmd.worker_main = fault
+    elif me == victim:
         if mode == "caught":
             try:
                 leave(mode, me)

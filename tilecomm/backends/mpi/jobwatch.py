@@ -21,10 +21,13 @@ Three pieces, all in this module:
   below.
 * **Notices.**  A communicator of this module's own (a duplicate of
   ``MPI_COMM_WORLD``, made at the first gate) carries one-message notices:
-  *failed* (the uncaught exception's first line) from the hook, and *left*
-  from an ``atexit`` handler -- this process's script ended (also by
+  *failed* (the uncaught exception's first line) from the hook; *left* from
+  an ``atexit`` handler -- this process's script ended (also by
   ``sys.exit`` or under a hook of the user's own), so it will make no
-  further call.  A process that waits for its peers inside the backend
+  further call; and *unwound*, from a process that closes its ranks because
+  an exception the others do not know of left a call (a failure of the
+  backend itself, or of a process r > 0 while it served): the others may
+  still wait in that call, where no gate shows them it is closing.  A process that waits for its peers inside the backend
   (``check``, ``gate``) looks for notices; on one it prints one line naming
   the process that went away, confirms the notice and lets that process
   abort the job once every waiting process said why it stops (aborting it
@@ -74,7 +77,7 @@ _WAITING = {SET_UP: "to set up ranks for a call", CALL: "to start a call",
             CLOSE: "to close a set of ranks"}
 
 TAG_NOTICE, TAG_ACK = 1, 2
-FAILED, LEFT = b"F", b"L"
+FAILED, LEFT, UNWOUND = b"F", b"L", b"U"
 # A process that went away waits this long for the others to confirm its
 # notice before it aborts the job: one waiting inside the backend confirms
 # within a few ms; one busy in its own code never does, and is ended by the
@@ -85,14 +88,16 @@ ACK_WAIT_S = 2.0
 # came after this long (that process stuck elsewhere), it aborts the job.
 ABORT_WAIT_S = 10.0
 # How often a waiting process looks for notices: a probe costs about a
-# microsecond, but the waits that call ``check`` poll every few.
+# microsecond, but the waits that call ``check`` first poll every few
+# microseconds (and a notice is rare: a few ms late is soon enough).
 CHECK_EVERY_S = 0.002
 SPIN_S = 200e-6                # a gate tests without sleeping this long first
 MAX_PAUSE_S = 0.001            # ... then sleeps between two tests, up to this long
 
 _lock = threading.Lock()
 _state = {"MPI": None, "comm": None, "next_check": 0.0, "stopping": False,
-          "left": set()}                 # peers whose left notice was read by a close gate
+          "left": set(),                 # peers whose left notice was read by a close gate
+          "sends": []}
 
 
 def install(MPI) -> None:
@@ -108,7 +113,6 @@ def install(MPI) -> None:
         previous(etype, value, tb)
         _uncaught(etype, value)
 
-    abort_on_uncaught.tilecomm_previous = previous
     sys.excepthook = abort_on_uncaught
     atexit.register(_leaving)
 
@@ -162,8 +166,10 @@ def _send_all(kind: bytes, text: str = "") -> list:
     comm, MPI = _state["comm"], _state["MPI"]
     data = kind + text.encode()
     me = comm.Get_rank()
-    return [comm.Isend([data, MPI.BYTE], p, TAG_NOTICE) for p in range(comm.Get_size())
-            if p != me]
+    sends = [comm.Isend([data, MPI.BYTE], p, TAG_NOTICE) for p in range(comm.Get_size())
+             if p != me]
+    _state["sends"] += sends            # held until complete (tested at exit)
+    return sends
 
 
 def check(where: str = "in a call") -> None:
@@ -187,8 +193,9 @@ def _stop(peer: int, kind: bytes, text: str, where: str):
         first = not _state["stopping"]
         _state["stopping"] = True
     if first:
-        what = (f"ended with an uncaught {text}" if kind == FAILED
-                else "left the job (its script ended)")
+        what = {FAILED: f"ended with an uncaught {text}",
+                LEFT: "left the job (its script ended)",
+                UNWOUND: f"left the call, raising {text},"}[kind]
         print(f"tilecomm: process {_me()} stops: process {peer} {what} while this process "
               f"waited for it {where}", file=sys.stderr, flush=True)
         # said: the process that went away aborts the job once every process
@@ -204,10 +211,12 @@ def _stop(peer: int, kind: bytes, text: str, where: str):
 
 
 # ------------------------------------------------------------------ gates
-def _wait(test, where: str | None, step: int | None = None) -> None:
+def _wait(test, where: str | None, step: int | None = None, unwinding: bool = False) -> None:
     """Poll ``test()`` until it is true, sleeping in slices growing to
     ``MAX_PAUSE_S``; looks for notices meanwhile (``where``: what this
-    process waits for, None before the notice communicator exists)."""
+    process waits for, None before the notice communicator exists).
+    ``unwinding``: this process announced the exception it closes with;
+    a peer that confirms it was waiting in the call ends the job."""
     # the last process to arrive finds the others' parts there: its request
     # completes within a test or two, so it tests without sleeping at first
     # (a sleep, however short, costs ~0.1 ms here: on every call)
@@ -218,10 +227,12 @@ def _wait(test, where: str | None, step: int | None = None) -> None:
             continue
         if where is not None:
             notice = _next_notice()
-            if notice is not None:
+            if notice is not None and notice[1] != UNWOUND:   # (the gate tells the steps)
                 if notice[1] == FAILED or step != CLOSE:
                     _stop(*notice, where=where)
                 _state["left"].add(notice[0])      # read at exit (see ``_leaving``)
+        if unwinding and _acks(1, 0.0):
+            _abort_unwinding()
         time.sleep(pause)
         pause = min(pause * 2, MAX_PAUSE_S)
 
@@ -233,13 +244,53 @@ def gate(step: int) -> None:
     entered different steps."""
     MPI = _state["MPI"]
     comm = _notices_comm()
+    unwinding = False
+    if step == CLOSE and comm.Get_size() > 1:
+        # closing because an exception the others do not know of is on its
+        # way up: they may be waiting in the call this process left
+        # (``check``), where no gate shows them that it is closing
+        exc = sys.exc_info()[1]
+        if exc is not None and not _every_process_raised(exc):
+            _send_all(UNWOUND, _summary(exc))
+            unwinding = True
     mine = np.array([step], np.int64)
     steps = np.empty(comm.Get_size(), np.int64)
     req = comm.Iallgather(mine, steps)
-    _wait(req.Test, where=_WAITING[step], step=step)
+    _wait(req.Test, where=_WAITING[step], step=step, unwinding=unwinding)
     if (steps == step).all():
         return
     _diverged(MPI, comm, [int(s) for s in steps])
+
+
+def _abort_unwinding() -> None:
+    """A peer stopped because this process left a call with an exception:
+    print it (the abort comes before any hook would), wait for the other
+    peers' confirmations, abort the job."""
+    MPI, comm = _state["MPI"], _state["comm"]
+    traceback.print_exc()
+    print(f"tilecomm: process {comm.Get_rank()} left a call with an uncaught "
+          f"{type(sys.exc_info()[1]).__name__} while other processes waited for it there: "
+          f"aborting the MPI job", file=sys.stderr, flush=True)
+    _acks(comm.Get_size() - 2, ACK_WAIT_S)
+    MPI.COMM_WORLD.Abort(1)
+
+
+def _acks(count: int, within: float) -> list:
+    """Read up to ``count`` confirmations, waiting up to ``within`` seconds
+    for them; the processes they came from."""
+    MPI, comm = _state["MPI"], _state["comm"]
+    status, got = MPI.Status(), []
+    deadline = time.monotonic() + within
+    while len(got) < count:
+        msg = comm.Improbe(MPI.ANY_SOURCE, TAG_ACK, status)
+        if msg is not None:
+            msg.Recv([bytearray(0), MPI.BYTE])
+            got.append(status.Get_source())
+        elif time.monotonic() >= deadline:
+            break
+        else:
+            time.sleep(0.001)
+    return got
 
 
 def _diverged(MPI, comm, steps: list) -> None:
@@ -267,6 +318,11 @@ def _every_process_raised(value) -> bool:
                 or getattr(value, "raised_on_every_process", False))
 
 
+def _summary(value) -> str:
+    first = (str(value).splitlines() or [""])[0]
+    return f"{type(value).__name__}: {first}" if first else type(value).__name__
+
+
 def _uncaught(etype, value) -> None:
     MPI = _state["MPI"]
     if not _usable(MPI) or _every_process_raised(value) or MPI.COMM_WORLD.Get_size() == 1:
@@ -275,21 +331,8 @@ def _uncaught(etype, value) -> None:
     print(f"tilecomm: process {me} ended with an uncaught {etype.__name__}: aborting the MPI "
           f"job", file=sys.stderr, flush=True)
     if _state["comm"] is not None:
-        first = (str(value).splitlines() or [""])[0]
-        text = f"{etype.__name__}: {first}" if first else etype.__name__
-        sends = _send_all(FAILED, text)
-        comm, status = _state["comm"], MPI.Status()
-        waiting = set(range(comm.Get_size())) - {me}
-        deadline = time.monotonic() + ACK_WAIT_S
-        while waiting and time.monotonic() < deadline:
-            for req in sends:
-                req.Test()
-            msg = comm.Improbe(MPI.ANY_SOURCE, TAG_ACK, status)
-            if msg is not None:
-                msg.Recv([bytearray(0), MPI.BYTE])
-                waiting.discard(status.Get_source())
-                continue
-            time.sleep(0.001)
+        _send_all(FAILED, _summary(value))
+        _acks(MPI.COMM_WORLD.Get_size() - 1, ACK_WAIT_S)
     MPI.COMM_WORLD.Abort(1)
 
 
@@ -304,7 +347,8 @@ def _leaving() -> None:
     comm = _state["comm"]
     if not _usable(MPI) or comm is None or _state["stopping"]:
         return
-    sends = _send_all(LEFT)
+    _send_all(LEFT)
+    sends = _state["sends"]
     pending = set(range(comm.Get_size())) - {comm.Get_rank()} - _state["left"]
     stopped, status, pause, deadline = [], MPI.Status(), 1e-4, None
     while pending or sends:
@@ -320,7 +364,8 @@ def _leaving() -> None:
         if notice is not None:
             if notice[1] == FAILED:
                 _stop(*notice, where="to leave the job")
-            pending.discard(notice[0])
+            if notice[1] == LEFT:
+                pending.discard(notice[0])
             continue
         if deadline is not None and time.monotonic() >= deadline:
             break
