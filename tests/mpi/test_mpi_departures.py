@@ -114,6 +114,18 @@ def test_processes_at_different_steps_are_told_so_and_the_job_ends(layout):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_same_error_on_every_process_ends_the_job_without_an_abort(layout):
+    # (a check of the results failing everywhere): every process ends with
+    # its traceback, as without MPI; nobody waited for anybody
+    run, ended = _run("every", 3, 0, layout)
+    assert run.returncode != 0
+    for r in range(3):
+        assert ended - _left_at(run, r) < ENDS_WITHIN_S, run.output
+        assert f"ValueError: a fault of process {r}'s own script" in run.rank_err[r]
+    assert "tilecomm:" not in run.stderr and "Abort" not in run.output, run.output
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_caught_exception_and_a_clean_exit_abort_nothing(layout):
     run, _ = _run("caught", 2, 0, layout)
     assert run.returncode == 0, run.output

@@ -6,6 +6,8 @@ second call:
   uncaught  the victim raises a ValueError nobody catches
   exit      the victim's script ends (``sys.exit(3)``) without an exception
   caught    the victim raises and catches it: both calls run, prints OK
+  every     every process raises the same error (a check of the results
+            that fails everywhere): nobody waits for anybody
   worker    the same uncaught error inside a prepared worker's ``with``
             block: the victim closes the worker while the others make its
             second call
@@ -92,6 +94,8 @@ def main(mode: str, n: int, victim: int) -> None:
             spmd.Spmd._control = fault
         else:
             spmd.worker_main = fault
+    elif mode == "every":
+        leave(mode, me)
     elif me == victim:
         if mode == "caught":
             try:

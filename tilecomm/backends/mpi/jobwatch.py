@@ -9,31 +9,33 @@ in their next call, spinning, until the launcher's time-out killed the job.
 
 Three pieces, all in this module:
 
-* **Uncaught exceptions abort the job.**  ``install`` (on the backend's
-  first use of MPI in a process) chains a ``sys.excepthook``: it prints the
-  traceback through the hook that was there, then tells the other processes
-  (a *failed* notice, see below), gives them up to ``ACK_WAIT_S`` to say
-  they read it -- so each prints why it stops before it is killed -- and
-  calls ``MPI_Abort``, which is what ``python -m mpi4py`` does.  An error
-  that every process raised from the same call (a failed call: process 0
-  broadcast it, ``spmd.py``) is no reason to abort: every process ends with
-  it on its own, and one that catches it and goes on is told by the notice
-  below.
+* **Uncaught exceptions end the job.**  ``install`` (on the backend's first
+  use of MPI in a process) chains a ``sys.excepthook``: it prints the
+  traceback through the hook that was there, tells the other processes (a
+  *failed* notice, below) and waits up to ``ACK_WAIT_S`` for each to answer
+  -- so each prints why it stops before it is killed -- then calls
+  ``MPI_Abort``, as ``python -m mpi4py`` does.  If every other process
+  answers that it failed too (a check of the results that fails on every
+  process), nobody waits for anybody: no abort, each process ends with its
+  traceback as it would without MPI.  An error every process raised from
+  the same call (a failed call: process 0 broadcast it, ``spmd.py``) is no
+  reason to abort either: every process ends with it on its own.
 * **Notices.**  A communicator of this module's own (a duplicate of
   ``MPI_COMM_WORLD``, made at the first gate) carries one-message notices:
   *failed* (the uncaught exception's first line) from the hook; *left* from
-  an ``atexit`` handler -- this process's script ended (also by
-  ``sys.exit`` or under a hook of the user's own), so it will make no
-  further call; and *unwound*, from a process that closes its ranks because
-  an exception the others do not know of left a call (a failure of the
-  backend itself, or of a process r > 0 while it served): the others may
-  still wait in that call, where no gate shows them it is closing.  A process that waits for its peers inside the backend
-  (``check``, ``gate``) looks for notices; on one it prints one line naming
-  the process that went away, confirms the notice and lets that process
-  abort the job once every waiting process said why it stops (aborting it
-  itself after ``ABORT_WAIT_S`` if nothing happened).  A process that left
-  reads, before ``MPI_Finalize``, either the others' *left* notices (they
-  are leaving too: the job ends normally) or their confirmations.
+  an ``atexit`` handler -- this process's script ended (also by ``sys.exit``
+  or under a hook of the user's own), so it makes no further call; and
+  *unwound*, from a process that closes its ranks because an exception the
+  others do not know of left a call (a failure of the backend itself, or of
+  a process r > 0 while it served): the others may still wait in that call,
+  where no gate shows them it is closing.  A process that waits for its
+  peers inside the backend (``check``, ``gate``) looks for notices; on one
+  it prints one line naming the process that went away, confirms, and lets
+  that process abort the job once every waiting process has said why it
+  stops (aborting it itself after ``ABORT_WAIT_S`` if nothing happened).
+  At exit a process reads, before ``MPI_Finalize``, either every other
+  process's *left* notice (all are leaving: the job ends normally, and no
+  notice stays unread in MPI) or confirmations (then it aborts the job).
 * **Gates.**  Every collective step of the backend -- setting up a set of
   ranks, a call, closing a set of ranks -- begins with a non-blocking
   exchange of what each process is entering (``MPI_Iallgather`` of a code),
@@ -44,17 +46,20 @@ Three pieces, all in this module:
   exception, while another starts its next call on it) are told so, and the
   job is aborted, instead of waiting for each other for ever.
 
-Why a *left* notice never stops a process wrongly: a process that leaves has
-passed every gate it entered, and a gate completes only once every process
-entered it; so a process still waiting in a gate or in a call that the
-leaver made no longer needs the leaver -- except at a close step, which the
-``atexit`` hooks of prepared workers still make after this module's own ran
-(``atexit`` runs the latest registered first): a close gate therefore stops
-only on a *failed* notice.
+Why a *left* notice stops only a process that would wait for ever: a gate
+completes only once every process entered it, so a process leaves only
+after every gate it entered completed; a gate still pending when the
+notice arrives is one the leaver never entered and never will.  Except a
+close step, which the ``atexit`` hooks of prepared workers still make after
+this module's own ran (``atexit`` runs the latest registered first): a close
+gate therefore stops only on a *failed* notice.
 
 What cannot be seen: a process that fails before its first use of the MPI
-backend (no hook yet), or while a peer is inside a blocking MPI call of the
-user's own; the launcher's time-out still ends those jobs.
+backend (no hook yet); a peer inside a blocking MPI call of the user's own;
+a process past its part of a call, receiving the call's outcome in MPI's
+broadcast, when a process other than 0 leaves the call with an exception
+(the abort ends it, without its line).  The launcher's time-out, or the
+abort, still ends those jobs.
 """
 from __future__ import annotations
 
@@ -328,11 +333,31 @@ def _uncaught(etype, value) -> None:
     if not _usable(MPI) or _every_process_raised(value) or MPI.COMM_WORLD.Get_size() == 1:
         return                         # (a job of one process waits for nobody)
     me = MPI.COMM_WORLD.Get_rank()
-    print(f"tilecomm: process {me} ended with an uncaught {etype.__name__}: aborting the MPI "
-          f"job", file=sys.stderr, flush=True)
     if _state["comm"] is not None:
         _send_all(FAILED, _summary(value))
-        _acks(MPI.COMM_WORLD.Get_size() - 1, ACK_WAIT_S)
+        # each peer answers: it was waiting for this process (it confirms and
+        # stops), or it failed too -- a script that raises the same error on
+        # every process (a check of the results) waits for nobody: the job
+        # ends as it would without MPI, every process with its traceback
+        comm, status = _state["comm"], MPI.Status()
+        unanswered = set(range(comm.Get_size())) - {me}
+        acked, deadline = False, time.monotonic() + ACK_WAIT_S
+        while unanswered and time.monotonic() < deadline:
+            msg = comm.Improbe(MPI.ANY_SOURCE, TAG_ACK, status)
+            if msg is not None:
+                msg.Recv([bytearray(0), MPI.BYTE])
+                unanswered.discard(status.Get_source())
+                acked = True
+                continue
+            notice = _next_notice()
+            if notice is None:
+                time.sleep(0.001)
+            elif notice[1] == FAILED:
+                unanswered.discard(notice[0])
+        if not unanswered and not acked:
+            return
+    print(f"tilecomm: process {me} ended with an uncaught {etype.__name__}: aborting the MPI "
+          f"job", file=sys.stderr, flush=True)
     MPI.COMM_WORLD.Abort(1)
 
 

@@ -42,7 +42,10 @@ Failures: a rank's error, a deadlock or a fault of the HOST orchestrator is
 raised on process 0 as in a forked run and re-raised on every other process.
 A rank that does not end after the abort (user code that never reaches a
 wait) cannot be killed from here: process 0 prints the report and aborts
-the job (``MPI_Abort``), the last resort.
+the job (``MPI_Abort``), the last resort.  A process that goes away
+between calls (an uncaught exception of the script's own, a script that
+ends early) is noticed by the others at the gate each collective step
+begins with, and the job ends (``backends/mpi/jobwatch.py``).
 """
 from __future__ import annotations
 
@@ -195,7 +198,10 @@ class Spmd:
                 self._give_up(e, launcher)
             self._withdraw()
             self._bcast(("error", _portable(e)))
-            e.raised_on_every_process = True      # no reason to abort the job (jobwatch)
+            try:
+                e.raised_on_every_process = True  # no reason to abort the job (jobwatch)
+            except (AttributeError, TypeError):
+                pass
             raise
         launcher.end_call()
         if launcher.stuck:
