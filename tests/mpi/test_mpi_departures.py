@@ -57,7 +57,7 @@ def test_an_uncaught_exception_on_one_process_ends_the_job_with_its_traceback(n,
     assert "Traceback (most recent call last)" in err, run.output
     assert f"ValueError: a fault of process {victim}'s own script" in err
     assert (f"tilecomm: process {victim} ended with an uncaught ValueError: aborting the MPI "
-            f"job") in err
+            f"job") in err, run.output
     # every other process waited for it in its second call, and says so in one line
     for r in set(range(n)) - {victim}:
         lines = [t for t in run.rank_err[r].splitlines() if t.startswith("tilecomm:")]

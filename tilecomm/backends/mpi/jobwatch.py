@@ -26,9 +26,10 @@ Three pieces, all in this module:
   an ``atexit`` handler -- this process's script ended (also by ``sys.exit``
   or under a hook of the user's own), so it makes no further call; and
   *unwound*, from a process that closes its ranks because an exception the
-  others do not know of left a call (a failure of the backend itself, or of
-  a process r > 0 while it served): the others may still wait in that call,
-  where no gate shows them it is closing.  A process that waits for its
+  others do not know of left a call (``call``: a failure of the backend
+  itself, or of a process r > 0 while it served): the others may still wait
+  in that call, where no gate shows them it is closing.  Each notice carries
+  the sender's count of gates, the same on every process (``_fatal``).  A process that waits for its
   peers inside the backend (``check``, ``gate``) looks for notices; on one
   it prints one line naming the process that went away, confirms, and lets
   that process abort the job once every waiting process has said why it
@@ -64,6 +65,7 @@ abort, still ends those jobs.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
@@ -72,7 +74,7 @@ import traceback
 
 import numpy as np
 
-__all__ = ["check", "gate", "install", "SET_UP", "CALL", "CLOSE"]
+__all__ = ["call", "check", "gate", "install", "SET_UP", "CALL", "CLOSE"]
 
 # what a gate is the start of (the codes processes exchange)
 SET_UP, CALL, CLOSE = 1, 2, 3
@@ -96,12 +98,15 @@ ABORT_WAIT_S = 10.0
 # microsecond, but the waits that call ``check`` first poll every few
 # microseconds (and a notice is rare: a few ms late is soon enough).
 CHECK_EVERY_S = 0.002
+SETTLE_S = 0.2                 # output's time to get out before an abort (``_abort``)
 SPIN_S = 200e-6                # a gate tests without sleeping this long first
 MAX_PAUSE_S = 0.001            # ... then sleeps between two tests, up to this long
 
 _lock = threading.Lock()
 _state = {"MPI": None, "comm": None, "next_check": 0.0, "stopping": False,
-          "left": set(),                 # peers whose left notice was read by a close gate
+          "entered": 0, "completed": 0,  # gates of this process (the same count everywhere)
+          "in_call": False,              # a call began and has not ended (``call``)
+          "left": set(),                 # peers whose left notice was read
           "sends": []}
 
 
@@ -139,6 +144,15 @@ def _me() -> int:
     return _state["MPI"].COMM_WORLD.Get_rank()
 
 
+def _abort(MPI) -> None:
+    """``MPI_Abort`` once what this process printed had time to get out:
+    MPICH's launcher forwards each process's output on its own time, and the
+    abort ends every process at once (the last lines were lost so)."""
+    sys.stderr.flush()
+    time.sleep(SETTLE_S)
+    MPI.COMM_WORLD.Abort(1)
+
+
 # ------------------------------------------------------------------ notices
 def _notices_comm():
     """The notice communicator, made at the first gate (collective: every
@@ -153,7 +167,8 @@ def _notices_comm():
 
 
 def _next_notice():
-    """(source, kind, text) of a notice that arrived, or None."""
+    """(source, kind, gate, text) of a notice that arrived, or None.  A
+    *left* notice's sender is remembered (``_leaving`` waits for the others')."""
     comm, MPI = _state["comm"], _state["MPI"]
     if comm is None:
         return None
@@ -164,12 +179,33 @@ def _next_notice():
     buf = bytearray(status.Get_count(MPI.BYTE))
     msg.Recv([buf, MPI.BYTE])
     data = bytes(buf)
-    return status.Get_source(), data[:1], data[1:].decode(errors="replace")
+    kind, gate_no = data[:1], int.from_bytes(data[1:9], "little")
+    if kind == LEFT:
+        _state["left"].add(status.Get_source())
+    return status.Get_source(), kind, gate_no, data[9:].decode(errors="replace")
+
+
+def _fatal(kind: bytes, gate_no: int, step: int | None) -> bool:
+    """Whether a notice means its sender will never come where this process
+    waits for it: in a call (``step`` None) or in a gate of ``step``.
+
+    *failed*: always (the sender ends the job).  *unwound* (sent on entering
+    close gate ``gate_no``): not once that gate completed here -- everybody
+    closed then, the notice only arrived late -- nor in that very gate (this
+    process closes too).  *left*: except in a close gate, which the sender
+    may still make after its notice (see the module doc)."""
+    if kind == UNWOUND:
+        if _state["completed"] >= gate_no:
+            return False
+        return not (step == CLOSE and _state["entered"] == gate_no)
+    return kind == FAILED or step != CLOSE
 
 
 def _send_all(kind: bytes, text: str = "") -> list:
     comm, MPI = _state["comm"], _state["MPI"]
-    data = kind + text.encode()
+    # the gate number: the one this process enters (unwound), or the last
+    # it passed
+    data = kind + _state["entered"].to_bytes(8, "little") + text.encode()
     me = comm.Get_rank()
     sends = [comm.Isend([data, MPI.BYTE], p, TAG_NOTICE) for p in range(comm.Get_size())
              if p != me]
@@ -186,11 +222,11 @@ def check(where: str = "in a call") -> None:
         return
     _state["next_check"] = now + CHECK_EVERY_S
     notice = _next_notice()
-    if notice is not None:
+    if notice is not None and _fatal(notice[1], notice[2], None):
         _stop(*notice, where=where)
 
 
-def _stop(peer: int, kind: bytes, text: str, where: str):
+def _stop(peer: int, kind: bytes, gate_no: int, text: str, where: str):
     """A peer went away while this process waited for it: say so, and end
     the job.  Never returns."""
     MPI = _state["MPI"]
@@ -210,7 +246,7 @@ def _stop(peer: int, kind: bytes, text: str, where: str):
         while time.monotonic() < deadline:
             req.Test()
             time.sleep(0.01)
-        MPI.COMM_WORLD.Abort(1)
+        _abort(MPI)
     while True:                       # another thread of this process is ending the job
         time.sleep(1.0)
 
@@ -232,10 +268,8 @@ def _wait(test, where: str | None, step: int | None = None, unwinding: bool = Fa
             continue
         if where is not None:
             notice = _next_notice()
-            if notice is not None and notice[1] != UNWOUND:   # (the gate tells the steps)
-                if notice[1] == FAILED or step != CLOSE:
-                    _stop(*notice, where=where)
-                _state["left"].add(notice[0])      # read at exit (see ``_leaving``)
+            if notice is not None and _fatal(notice[1], notice[2], step):
+                _stop(*notice, where=where)
         if unwinding and _acks(1, 0.0):
             _abort_unwinding()
         time.sleep(pause)
@@ -249,22 +283,40 @@ def gate(step: int) -> None:
     entered different steps."""
     MPI = _state["MPI"]
     comm = _notices_comm()
+    _state["entered"] += 1
     unwinding = False
-    if step == CLOSE and comm.Get_size() > 1:
-        # closing because an exception the others do not know of is on its
-        # way up: they may be waiting in the call this process left
-        # (``check``), where no gate shows them that it is closing
+    if step == CLOSE and _state["in_call"] and comm.Get_size() > 1:
+        # closing because an exception the others do not know of left a
+        # call: they may still wait in it (``check``), where no gate shows
+        # them that this process is closing
         exc = sys.exc_info()[1]
-        if exc is not None and not _every_process_raised(exc):
-            _send_all(UNWOUND, _summary(exc))
-            unwinding = True
+        _send_all(UNWOUND, _summary(exc) if exc is not None else "an exception")
+        unwinding = True
+    _state["in_call"] = False
     mine = np.array([step], np.int64)
     steps = np.empty(comm.Get_size(), np.int64)
     req = comm.Iallgather(mine, steps)
     _wait(req.Test, where=_WAITING[step], step=step, unwinding=unwinding)
+    _state["completed"] = _state["entered"]
     if (steps == step).all():
         return
     _diverged(MPI, comm, [int(s) for s in steps])
+
+
+@contextlib.contextmanager
+def call():
+    """One call of the job: its gate, then the call's body.  The call has
+    ended unless an exception that is not the call's own (raised on every
+    process) leaves it: then the others may still wait in it."""
+    gate(CALL)
+    _state["in_call"] = True
+    try:
+        yield
+    except BaseException as e:
+        if _every_process_raised(e):
+            _state["in_call"] = False
+        raise
+    _state["in_call"] = False
 
 
 def _abort_unwinding() -> None:
@@ -277,7 +329,7 @@ def _abort_unwinding() -> None:
           f"{type(sys.exc_info()[1]).__name__} while other processes waited for it there: "
           f"aborting the MPI job", file=sys.stderr, flush=True)
     _acks(comm.Get_size() - 2, ACK_WAIT_S)
-    MPI.COMM_WORLD.Abort(1)
+    _abort(MPI)
 
 
 def _acks(count: int, within: float) -> list:
@@ -313,7 +365,7 @@ def _diverged(MPI, comm, steps: list) -> None:
     deadline = time.monotonic() + ACK_WAIT_S
     while not req.Test() and time.monotonic() < deadline:
         time.sleep(0.001)
-    MPI.COMM_WORLD.Abort(1)
+    _abort(MPI)
 
 
 # ------------------------------------------------------------------ leaving
@@ -358,7 +410,7 @@ def _uncaught(etype, value) -> None:
             return
     print(f"tilecomm: process {me} ended with an uncaught {etype.__name__}: aborting the MPI "
           f"job", file=sys.stderr, flush=True)
-    MPI.COMM_WORLD.Abort(1)
+    _abort(MPI)
 
 
 def _leaving() -> None:
@@ -400,4 +452,4 @@ def _leaving() -> None:
         print(f"tilecomm: process {comm.Get_rank()} left the job while process(es) "
               f"{sorted(stopped)} waited for it in a call: aborting the MPI job",
               file=sys.stderr, flush=True)
-        MPI.COMM_WORLD.Abort(1)
+        _abort(MPI)

@@ -174,10 +174,10 @@ class Spmd:
         # that went away, or one at another step, is noticed here); and
         # process 0 clears the last call's run artefacts when this call
         # begins, which every process may still be reading
-        jobwatch.gate(jobwatch.CALL)
-        if self.job.me == 0:
-            return self._control(ranks, executable, args, config, controller)
-        return self._serve(ranks, executable, args)
+        with jobwatch.call():
+            if self.job.me == 0:
+                return self._control(ranks, executable, args, config, controller)
+            return self._serve(ranks, executable, args)
 
     def share(self, host: np.ndarray) -> None:
         """Process 0's contents of ``host`` on every process (collective)."""
