@@ -70,7 +70,7 @@ def leave(mode: str, me: int) -> None:
 
 
 def main(mode: str, n: int, victim: int) -> None:
-    me = int(os.environ.get("PMI_RANK", "0"))
+    me = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     cfg = RunConfig(distributed_config=DistributedConfig(device_ids=list(range(n))))
 
     def one_shot(xs, ys):
