@@ -29,14 +29,15 @@ Three pieces, all in this module:
   others do not know of left a call (``call``: a failure of the backend
   itself, or of a process r > 0 while it served): the others may still wait
   in that call, where no gate shows them it is closing.  Each notice carries
-  the sender's count of gates, the same on every process (``_fatal``).  A process that waits for its
-  peers inside the backend (``check``, ``gate``) looks for notices; on one
-  it prints one line naming the process that went away, confirms, and lets
-  that process abort the job once every waiting process has said why it
-  stops (aborting it itself after ``ABORT_WAIT_S`` if nothing happened).
-  At exit a process reads, before ``MPI_Finalize``, either every other
-  process's *left* notice (all are leaving: the job ends normally, and no
-  notice stays unread in MPI) or confirmations (then it aborts the job).
+  the sender's count of gates, the same on every process (``_fatal``).  A
+  process that waits for its peers inside the backend (``check``, ``gate``)
+  looks for notices; on one it prints one line naming the process that went
+  away, confirms, and lets that process abort the job once every waiting
+  process has said why it stops (aborting it itself after ``ABORT_WAIT_S``
+  if nothing happened).  At exit a process reads, before ``MPI_Finalize``,
+  either every other process's *left* notice (all are leaving: the job ends
+  normally, and no notice stays unread in MPI) or confirmations (then it
+  aborts the job).
 * **Gates.**  Every collective step of the backend -- setting up a set of
   ranks, a call, closing a set of ranks -- begins with a non-blocking
   exchange of what each process is entering (``MPI_Iallgather`` of a code),
@@ -53,7 +54,7 @@ after every gate it entered completed; a gate still pending when the
 notice arrives is one the leaver never entered and never will.  Except a
 close step, which the ``atexit`` hooks of prepared workers still make after
 this module's own ran (``atexit`` runs the latest registered first): a close
-gate therefore stops only on a *failed* notice.
+gate therefore does not stop on a *left* notice.
 
 What cannot be seen: a process that fails before its first use of the MPI
 backend (no hook yet); a peer inside a blocking MPI call of the user's own;
