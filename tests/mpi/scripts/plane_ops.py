@@ -98,7 +98,7 @@ def main() -> None:
     MPI = require_mpi()
     comm = MPI.COMM_WORLD
     me, world = comm.Get_rank(), comm.Get_size()
-    check_job(comm, world)               # as the backend does: MPI's files unlinked per node
+    check_job(comm, world)               # as the backend does (require_mpi unlinked MPI's files)
     plane = RmaControlPlane(comm, world)
     assert plane.attach() is plane
     ref = None

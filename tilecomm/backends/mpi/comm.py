@@ -19,6 +19,7 @@ import sys
 
 from ...errors import ConfigError
 from ...transport.segments import sweep
+from . import jobwatch
 
 try:
     import mpi4py
@@ -45,8 +46,10 @@ def require_mpi():
                           f"MPI_THREAD_MULTIPLE ({MPI.THREAD_MULTIPLE})", code="TC451",
                           hint="import tilecomm's MPI backend before mpi4py.MPI, or set "
                                "mpi4py.rc.thread_level = 'multiple' before importing it")
-    if MPI.COMM_WORLD.Get_rank() == 0 and _SWEEPER.get("pid") is None:
-        _SWEEPER["pid"] = start_sweeper()
+    if "pid" not in _SWEEPER:                     # this process's first use of MPI
+        jobwatch.install(MPI)
+        unlink_library_segments()
+        _SWEEPER["pid"] = start_sweeper() if MPI.COMM_WORLD.Get_rank() == 0 else None
     return MPI
 
 
@@ -100,21 +103,14 @@ def on_one_node(comm) -> bool:
 
 
 def check_job(comm, world: int) -> None:
-    """Collective: the job's size must be the program's world size (TC450);
-    every process raises the same error, so none is left waiting.  Then, on
-    each node, the MPI library's /dev/shm files are unlinked (the job may
-    span nodes: the backend then reaches peers by RMA calls only)."""
+    """The job's size must be the program's world size (TC450); every
+    process raises the same error, so none is left waiting."""
     size = comm.Get_size()
     if size != world:
         raise ConfigError(f"the program runs on {world} rank(s) (DistributedConfig.device_ids) "
                           f"but the MPI job has {size} process(es)", code="TC450",
                           hint=f"run it with mpiexec -n {world}, or give device_ids {size} "
                                f"entries")
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        unlink_library_segments(node)
-    finally:
-        node.Free()
 
 
 def mpiexec_path() -> str | None:
@@ -161,9 +157,19 @@ def unlink_backing_file(comm, addr: int) -> None:
     _unlink_on_rank0(comm, _shm_files(addr))
 
 
-def unlink_library_segments(comm) -> None:
-    """Collective, on the processes of one node: remove the /dev/shm files
-    the MPI library mapped at initialisation (MPICH's intra-node queues), which it would
-    otherwise unlink only in ``MPI_Finalize`` -- never, if the job is
-    killed.  Every process has mapped them once ``MPI_Init`` returned."""
-    _unlink_on_rank0(comm, [p for p in _shm_files() if os.path.basename(p).startswith("mpich")])
+def unlink_library_segments() -> None:
+    """On this process's first use of MPI: remove the /dev/shm files MPICH
+    mapped at initialisation (``mpich_shm_*``: its intra-node queues, one
+    file per node, or per process where it runs each as a node of its own),
+    which it would otherwise unlink only in ``MPI_Finalize`` -- never, if the
+    job is killed.  No collective step is needed: MPICH synchronises the
+    processes of a node at initialisation through a barrier that lives in
+    that very file, so once ``MPI_Init`` returned in any of them, every one
+    has mapped it.  Each process unlinks what it maps (the first one to get
+    there wins); the mappings stay valid."""
+    for path in _shm_files():
+        if os.path.basename(path).startswith("mpich"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass

@@ -34,6 +34,7 @@ from ...runtime.controller import cleanup
 from ...runtime import messages as M
 from ...runtime.controller.artefacts import write_files
 from ...runtime.controller.launcher import Launcher
+from . import jobwatch
 
 __all__ = ["MpiLauncher", "ProcessEnd", "TAG_DOWN", "TAG_EXIT", "TAG_UP"]
 
@@ -105,11 +106,19 @@ class ProcessEnd:
         this worker does after this returns is seen after the message was
         handled."""
         req = self.comm.Issend([data, self.MPI.BYTE], 0, TAG_UP)
-        poll(lambda: True if req.Test() else None)
+
+        def sent():
+            jobwatch.check()
+            return True if req.Test() else None
+        poll(sent)
 
     def recv_bytes(self) -> bytes:
         status = self.MPI.Status()
-        data = poll(lambda: _receive(self.MPI, self.comm, 0, TAG_DOWN, status))
+
+        def probe():
+            jobwatch.check()         # process 0 went away: stop, do not wait for ever
+            return _receive(self.MPI, self.comm, 0, TAG_DOWN, status)
+        data = poll(probe)
         if data == SHUTDOWN:
             self.shut.set()
         return data
@@ -269,6 +278,7 @@ class MpiLauncher(Launcher):
         deadline = time.monotonic() + timeout
 
         def probe():
+            jobwatch.check()         # a rank's process went away: stop, do not wait for ever
             self._take_up()
             while self._up is not None:
                 try:
@@ -308,6 +318,7 @@ class MpiLauncher(Launcher):
                 self._thread = None
 
         def probe():
+            jobwatch.check()
             self._collect_exits()
             # a worker sends its files (a failed run's salvage) before its
             # exit code, and they are what the failed call's trace merges: read

@@ -42,7 +42,10 @@ Failures: a rank's error, a deadlock or a fault of the HOST orchestrator is
 raised on process 0 as in a forked run and re-raised on every other process.
 A rank that does not end after the abort (user code that never reaches a
 wait) cannot be killed from here: process 0 prints the report and aborts
-the job (``MPI_Abort``), the last resort.
+the job (``MPI_Abort``), the last resort.  A process that goes away
+between calls (an uncaught exception of the script's own, a script that
+ends early) is noticed by the others at the gate each collective step
+begins with, and the job ends (``backends/mpi/jobwatch.py``).
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ import numpy as np
 from ...errors import ConfigError, RankFailure
 from .transport import MpiHost
 from .comm import require_mpi, unlink_backing_file
+from . import jobwatch
 from ...ir.types import INOUT, OUT
 from ...runtime import control as C
 from ...runtime import taskplane
@@ -147,6 +151,7 @@ class MpiBackend(Backend):
     def __init__(self, ranks):
         super().__init__(ranks)
         MPI = require_mpi()
+        jobwatch.gate(jobwatch.SET_UP)     # every process is here before any collective step
         mb = from_env().get("mpi_pool_mb")
         if mb is not None and not (mb.isdigit() and int(mb) > 0):
             raise ConfigError(f"TILECOMM_MPI_POOL_MB must be a positive number of MiB, got "
@@ -174,15 +179,15 @@ class MpiBackend(Backend):
 
     def execute(self, ranks, executable, args, config, run_call, last):
         # every call is the job's last for the serving processes: each serves
-        # one call, then takes its outcome from process 0
-        if config.dfx_enabled:
-            # process 0 clears the last call's run artefacts when this call
-            # begins, and every process may still be reading them (they are
-            # the files of one output directory): all first reach this call
-            self.job.comm.Barrier()
-        if self.job.me == 0:
-            return self._control(ranks, executable, args, run_call)
-        return self._serve(ranks, executable, args)
+        # one call, then takes its outcome from process 0.  Every process
+        # reaches this call before process 0 begins it (a peer that went
+        # away, or one at another step, is noticed here); and process 0
+        # clears the last call's run artefacts when this call begins, which
+        # every process may still be reading
+        with jobwatch.call():
+            if self.job.me == 0:
+                return self._control(ranks, executable, args, run_call)
+            return self._serve(ranks, executable, args)
 
     def share(self, host: np.ndarray) -> None:
         """Process 0's contents of ``host`` on every process (collective)."""
@@ -203,6 +208,10 @@ class MpiBackend(Backend):
                 self._give_up(e, launcher)
             self._withdraw()
             self._bcast(("error", _portable(e)))
+            try:
+                e.raised_on_every_process = True  # no reason to abort the job (jobwatch)
+            except (AttributeError, TypeError):
+                pass
             raise
         launcher.end_call()
         if launcher.stuck:

@@ -57,6 +57,7 @@ from ...waits import holds
 from ...transport.base import NOTIFY_SET, Endpoint, TransportHost, WaitHooks, WindowKey
 from ...transport.memops import address, check_atomic, write_region
 from .comm import check_job, on_one_node, require_mpi, unlink_backing_file
+from . import jobwatch
 from ...transport.shm import SPIN_WINDOW_NS
 
 __all__ = ["MpiEndpoint", "MpiHost", "DEFAULT_POOL_BYTES"]
@@ -214,6 +215,8 @@ class MpiHost(TransportHost):
 
     def close(self):
         if self.pool is not None:
+            # the first collective step of closing a set of ranks
+            jobwatch.gate(jobwatch.CLOSE)
             self.pool.free()           # collective: every process of the job closes its host
             self.pool = None
 
