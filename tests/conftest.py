@@ -125,6 +125,9 @@ MPI_SMOKE = {
     "test_rma_control.py::test_the_rma_plane_reads_back_what_the_shared_memory_plane_does"
     "[nodes-2]",
     "test_ranks_under_mpi.py::test_one_rank_test_module_passes_under_mpiexec",
+    # the defect this guards: an uncaught exception on process 0 hung the job
+    "test_mpi_departures.py::test_an_uncaught_exception_on_one_process_ends_the_job_with_its_traceback"
+    "[2-0-shared]",
     "test_open_mpi.py::test_example_runs_under_open_mpi[allreduce_quickstart.py]",
     "test_mpi_selection.py::test_mpi_is_a_transport_name_and_others_are_refused",
     "test_mpi_selection.py::test_tilecomm_never_loads_mpi_unless_the_mpi_backend_runs",

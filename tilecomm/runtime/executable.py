@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import itertools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -90,14 +91,12 @@ class KernelImage:
         return self.spans[loc] if 0 <= loc < len(self.spans) else None
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     name: str
     span: object                      # where the user wrote it (for located errors)
 
 
-@dataclass(frozen=True)
-class EntryInfo:
+class EntryInfo(NamedTuple):
     """What the runtime reads of the HOST entry: its name (the key of its
     parameter directions) and its parameters, for argument errors."""
 

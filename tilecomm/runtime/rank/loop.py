@@ -6,8 +6,7 @@ import linecache
 import os
 import signal
 import traceback
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -24,11 +23,11 @@ from ..values import HostRef, WindowRef, WindowView
 _PR_SET_PDEATHSIG = 1
 
 
-@dataclass(frozen=True)
-class RankSetup:
+class RankSetup(NamedTuple):
     """What a rank's process takes from the controller's set of ranks
     (``controller.ranks.Ranks.setup``): a forked rank inherits it, an MPI
-    process builds its own."""
+    process builds its own.  (A named tuple: a record, and cheap to define
+    on the import path, unlike a dataclass of this many fields.)"""
 
     world: int
     owner: int                # the controller's pid: a forked rank whose parent is gone exits
