@@ -306,31 +306,24 @@ def sub_worker_results(body, parser) -> list:
     self.reduce(...)``), the call becomes a statement of its own followed by
     the same binding (or return) of the argument(s) it writes.  A call with a
     value anywhere else is refused."""
-    out = []
-    for s in body:
-        if isinstance(s, N.For):
-            s.body = sub_worker_results(s.body, parser)
-        elif isinstance(s, N.If):
-            s.body = sub_worker_results(s.body, parser)
-            s.orelse = sub_worker_results(s.orelse, parser)
-        value = s.value if isinstance(s, (N.Assign, N.Return)) else None
-        if _valued_sub_worker(value):
-            out.append(N.ExprStmt(s.span, value))
-            rp = value.func.returns_param
-            result = value.args[rp] if not isinstance(rp, tuple) else \
-                N.TupleExpr(value.type, s.span, [value.args[i] for i in rp])
-            out.append(N.Assign(s.span, s.targets, result) if isinstance(s, N.Assign)
-                       else N.Return(s.span, result))
-            continue
-        top = s.expr if isinstance(s, N.ExprStmt) else value
-        for e in walk.exprs(s, shallow=True):
-            if e is not top and _valued_sub_worker(e):
-                raise _err(ProgramSyntaxError, f"the result of SubWorker {e.func.py_name} is "
-                           f"used inside an expression; bind it to a name first "
-                           f"(out = self.{e.func.py_name.rsplit('.', 1)[-1]}(...))", e.span,
-                           "TC302")
-        out.append(s)
-    return out
+    return walk.rewrite_statements(body, _sub_worker_result)
+
+
+def _sub_worker_result(s) -> list:
+    value = s.value if isinstance(s, (N.Assign, N.Return)) else None
+    if _valued_sub_worker(value):
+        result = walk.written_result(value, s.span)
+        return [N.ExprStmt(s.span, value),
+                N.Assign(s.span, s.targets, result) if isinstance(s, N.Assign)
+                else N.Return(s.span, result)]
+    top = s.expr if isinstance(s, N.ExprStmt) else value
+    for e in walk.exprs(s, shallow=True):
+        if e is not top and _valued_sub_worker(e):
+            raise _err(ProgramSyntaxError, f"the result of SubWorker {e.func.py_name} is "
+                       f"used inside an expression; bind it to a name first "
+                       f"(out = self.{e.func.py_name.rsplit('.', 1)[-1]}(...))", e.span,
+                       "TC302")
+    return [s]
 
 
 def _valued_sub_worker(e) -> bool:

@@ -494,34 +494,27 @@ def kernel_tasks(body, parser) -> list:
     """In a function that submits tasks, each plain kernel call becomes a task
     of its own (the kernel is the task's function; its arguments are read or
     written as its body does)."""
-    out = []
-    for s in body:
-        if isinstance(s, N.For):
-            s.body = kernel_tasks(s.body, parser)
-        elif isinstance(s, N.If):
-            s.body = kernel_tasks(s.body, parser)
-            s.orelse = kernel_tasks(s.orelse, parser)
-        call = s.expr if isinstance(s, N.ExprStmt) else \
-            s.value if isinstance(s, N.Assign) else None
-        if isinstance(call, N.FuncCall) and call.func.kind == INCORE:
-            task = N.TaskScope(s.span, call, call.func.py_name.rsplit(".", 1)[-1],
-                               manual=bool(getattr(s, "manual", False)), kind="call")
-            out.append(task)
-            if isinstance(s, N.Assign):
-                rp = call.func.returns_param
-                idx = rp if isinstance(rp, tuple) else (rp,)
-                if any(i is None for i in idx) or len(idx) != len(s.targets) and \
-                        not (len(s.targets) == 1 and not isinstance(rp, tuple)):
-                    raise _err(ProgramSyntaxError, f"in a function that submits tasks, a "
-                               f"kernel's result is only available as the tensor it writes; "
-                               f"{call.func.py_name} returns a value that is not one of its "
-                               f"arguments", s.span, "TC330")
-                value = call.args[idx[0]] if not isinstance(rp, tuple) else \
-                    N.TupleExpr(call.type, s.span, [call.args[i] for i in idx])
-                out.append(N.Assign(s.span, s.targets, value))
-            continue
-        out.append(s)
-    return out
+    return walk.rewrite_statements(body, _kernel_task)
+
+
+def _kernel_task(s) -> list:
+    call = s.expr if isinstance(s, N.ExprStmt) else \
+        s.value if isinstance(s, N.Assign) else None
+    if not (isinstance(call, N.FuncCall) and call.func.kind == INCORE):
+        return [s]
+    task = N.TaskScope(s.span, call, call.func.py_name.rsplit(".", 1)[-1],
+                       manual=bool(getattr(s, "manual", False)), kind="call")
+    if not isinstance(s, N.Assign):
+        return [task]
+    rp = call.func.returns_param
+    idx = rp if isinstance(rp, tuple) else (rp,)
+    if any(i is None for i in idx) or len(idx) != len(s.targets) and \
+            not (len(s.targets) == 1 and not isinstance(rp, tuple)):
+        raise _err(ProgramSyntaxError, f"in a function that submits tasks, a "
+                   f"kernel's result is only available as the tensor it writes; "
+                   f"{call.func.py_name} returns a value that is not one of its "
+                   f"arguments", s.span, "TC330")
+    return [task, N.Assign(s.span, s.targets, walk.written_result(call, s.span))]
 
 
 def _calls(body):

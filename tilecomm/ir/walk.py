@@ -51,6 +51,30 @@ def exprs(node, shallow=False):
         yield from exprs(c, shallow)
 
 
+def rewrite_statements(body: list, rewrite) -> list:
+    """``body`` with each statement replaced by the statements ``rewrite(s)``
+    returns, the bodies of nested ``for`` loops and ``if`` branches rewritten
+    first."""
+    out = []
+    for s in body:
+        if isinstance(s, N.For):
+            s.body = rewrite_statements(s.body, rewrite)
+        elif isinstance(s, N.If):
+            s.body = rewrite_statements(s.body, rewrite)
+            s.orelse = rewrite_statements(s.orelse, rewrite)
+        out.extend(rewrite(s))
+    return out
+
+
+def written_result(call, span):
+    """The value of a call whose result is the argument(s) it writes
+    (``call.func.returns_param``: one index, or a tuple of them)."""
+    rp = call.func.returns_param
+    if isinstance(rp, tuple):
+        return N.TupleExpr(call.type, span, [call.args[i] for i in rp])
+    return call.args[rp]
+
+
 def stmts_in_loops(body, loops=()):
     """Every statement of ``body``, nested ones included, with the ``For``
     statements enclosing it (innermost last)."""
