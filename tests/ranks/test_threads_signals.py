@@ -306,9 +306,14 @@ BLOCKING_SCRIPT = os.path.join(os.path.dirname(__file__), "failure_programs.py")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_terminating_the_caller_mid_call_leaves_no_segment_and_no_process(sig):
     n = 3
-    # every rank blocks forever (and the deadlock timeout is long): only the signal ends it
-    proc = subprocess.Popen([sys.executable, BLOCKING_SCRIPT, str(n)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # every rank blocks forever (and the deadlock timeout is long): only the signal ends it.
+    # The caller starts with the signal at its default action: a test run under
+    # nohup ignores SIGHUP, and tilecomm (rightly) leaves an ignored signal ignored
+    start = (f"import runpy, signal, sys; signal.signal({int(sig)}, signal.SIG_DFL); "
+             f"sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", start, BLOCKING_SCRIPT, str(n)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     workers = set()
     try:
         assert wait_until(lambda: len(children(proc.pid)) >= n or proc.poll() is not None,
