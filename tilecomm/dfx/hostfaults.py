@@ -16,7 +16,7 @@ import linecache
 import traceback
 
 
-def _spans(exc: BaseException, lowered) -> list:
+def user_spans(exc: BaseException, lowered) -> list:
     """User spans of the frames of ``exc`` in ``lowered`` (``.filename`` and
     ``.linemap``: generated line -> span), outermost first."""
     spans = []
@@ -32,7 +32,7 @@ def attach_span(e, lowered) -> None:
     """Give a UserError without a span the innermost user line it passed through."""
     if e.span is not None:
         return
-    spans = _spans(e, lowered)
+    spans = user_spans(e, lowered)
     if spans:
         e.span = spans[-1]
         e.args = (str(e),)
@@ -41,7 +41,7 @@ def attach_span(e, lowered) -> None:
 def locate(exc: BaseException, lowered) -> None:
     """Add ``span`` and a note with the program frames to ``exc`` if it passed
     through ``lowered``."""
-    spans = _spans(exc, lowered)
+    spans = user_spans(exc, lowered)
     if not spans or getattr(exc, "span", None) is not None:
         return
     lines = [f"raised in the HOST orchestrator at {spans[-1]}",

@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ...dfx.hostfaults import user_spans
 from ...errors import UserError
 from ...transport.base import WindowKey
 from .. import control as C
@@ -198,12 +199,7 @@ def _materialize(desc, rank, transport, hosts, shape, views=None, image_key=None
 
 def format_failure(exc, image, loc):
     """(summary, traceback text in user terms, (type, code, span)) of a rank failure."""
-    frames = []
-    for fr in traceback.extract_tb(exc.__traceback__):
-        if fr.filename == image.filename:
-            span = image.linemap.get(fr.lineno)
-            if span is not None:
-                frames.append(span)
+    frames = user_spans(exc, image)        # the image is its lowered module
     lines = ["Traceback (program frames, most recent call last):"]
     dispatched = image.span(loc)
     if dispatched is not None:
