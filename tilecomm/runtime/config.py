@@ -106,6 +106,11 @@ class RunConfig:
                        one-sided RMA; the ranks are the processes of an mpiexec
                        job).  None (default): $TILECOMM_TRANSPORT, else "mpi"
                        when the process was started by an MPI launcher, else "shm".
+    detect_races       check the call for data races (accesses to one window copy
+                       that no notify / wait, collective or task dependency
+                       orders) and raise ``DataRaceError`` after writing the
+                       results back.  None (default): $TILECOMM_DETECT_RACES=1
+                       turns it on.  Runs on the "shm" and "copy" transports.
     """
 
     platform: str = "cpu"
@@ -130,6 +135,7 @@ class RunConfig:
     enable_dep_gen: bool = False
     enable_scope_stats: bool = False
     enable_l2_swimlane: int | bool | None = None      # deprecated name of enable_chip_swimlane
+    detect_races: bool | None = None
 
     def __post_init__(self):
         _check_dfx(self)
@@ -161,9 +167,19 @@ class RunConfig:
                                   hint="only platform='cpu' takes a core count")
         for name in RING_FIELDS:
             object.__setattr__(self, name, _ring_sizing(name, getattr(self, name)))
+        if self.detect_races not in (None, True, False):
+            raise ConfigError(f"RunConfig.detect_races must be True, False or None "
+                              f"($TILECOMM_DETECT_RACES), got {self.detect_races!r}", code="TC402")
         if self.transport is not None and self.transport not in ALL_TRANSPORTS:
             raise ConfigError(f"RunConfig.transport must be one of {list(ALL_TRANSPORTS)}, got "
                               f"{self.transport!r}", code="TC402")
+
+    @property
+    def races_enabled(self) -> bool:
+        """Whether a call with this config checks for data races."""
+        if self.detect_races is not None:
+            return self.detect_races
+        return bool(from_env().get("detect_races"))
 
     @property
     def dfx_enabled(self) -> bool:
@@ -297,6 +313,11 @@ def from_env() -> dict:
         out["transport"] = os.environ["TILECOMM_TRANSPORT"]
     elif any(os.environ.get(v) for v in MPI_LAUNCHER_VARS):
         out["transport"] = MPI_TRANSPORT            # under mpiexec: the MPI backend
+    races = os.environ.get("TILECOMM_DETECT_RACES", "")
+    if races not in ("", "0", "1"):
+        raise ConfigError(f"TILECOMM_DETECT_RACES must be 0 or 1, got {races!r}", code="TC402")
+    if races == "1":
+        out["detect_races"] = True
     if os.environ.get("TILECOMM_MPI_POOL_MB"):
         out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
     if os.environ.get("TILECOMM_MPI_DIRECT") == "0":

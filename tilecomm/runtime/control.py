@@ -159,6 +159,16 @@ class ControlPlane(ABC):
     # TASKS wait, so the (state, gen) check of a monitor's snapshot covers it
     area_bytes = 65536     # pages of a memory block are only touched when a rank publishes
 
+    # -- the sequencer of a race-checking run: notifies into one signal cell
+    # are numbered in the order they take effect (the cell's modification
+    # order), and a wait learns how much of it it has seen
+    def sequenced(self, stripe: int, op, aborted) -> tuple:
+        """Run ``op()`` (None: nothing) as the next event of ``stripe``'s
+        order: (its result, the number of ops run in the stripe so far)."""
+        raise RuntimeFault("race detection needs the ranks' control block in shared memory; "
+                           "this control plane has none", code="TC402",
+                           hint="run with RunConfig(transport='shm') or 'copy'")
+
     @abstractmethod
     def write_area(self, rank: int, data: bytes) -> None:
         """Rank ``rank`` stores ``data`` (at most ``area_bytes - 8`` bytes) in
@@ -193,8 +203,22 @@ _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "
            (W_NDIM, "ndim"), (W_COLL, "coll"), (W_GEN, "gen"))
 
 
+# after the counters: the race sequencer's stripes, each a ticket lock (next
+# ticket, ticket served: int32 futex words in their slots) and the count of
+# ops run under it; a cell uses the stripe its key hashes to
+SEQ_STRIPES = 64
+SEQ_SLOTS = 3
+
+
+def stripe_of(cell: tuple) -> int:
+    """The sequencer stripe of a signal cell's key (ints and tuples of them
+    hash alike in every process)."""
+    return hash(cell) % SEQ_STRIPES
+
+
 def control_size(world: int) -> int:
-    return (HEADER_SLOTS + (RECORD_SLOTS + COUNTER_SLOTS) * world) * SLOT
+    return (HEADER_SLOTS + (RECORD_SLOTS + COUNTER_SLOTS) * world + SEQ_STRIPES * SEQ_SLOTS) \
+        * SLOT
 
 
 class ShmControlPlane(ControlPlane):
@@ -293,9 +317,11 @@ class ShmControlPlane(ControlPlane):
             self.set(r, STATE, IDLE)
             self.set(r, DONE_SEQ, 0)
             self.set(r, RUNS, 0)
-        # windows are fresh per run, so are the counts of calls on them
+        # windows are fresh per run, so are the counts of calls on them (and
+        # the race sequencer's stripes, after them)
         start = (HEADER_SLOTS + RECORD_SLOTS * self.world) * SLOT
-        self.segment.ndarray(np.int64, (COUNTER_SLOTS * self.world,), start)[:] = 0
+        self.segment.ndarray(np.int64, (COUNTER_SLOTS * self.world + SEQ_STRIPES * SEQ_SLOTS,),
+                             start)[:] = 0
 
     def abort(self):
         native.store_i64(self.base + ABORT * SLOT, 1)
@@ -332,6 +358,27 @@ class ShmControlPlane(ControlPlane):
 
     def close(self):
         self.segment.close()
+
+    def sequenced(self, stripe, op, aborted):
+        base = self._counters + (COUNTER_SLOTS * self.world + SEQ_SLOTS * stripe) * SLOT
+        serving, count = base + SLOT, base + 2 * SLOT
+        ticket = native.notify_i32(base, native.OP_ADD, 1, 0) - 1
+        # held for one native op: spin, then yield (a holder that died is
+        # noticed by the abort the controller sends)
+        while not native.wait_i32(serving, native.CMP_EQ, ticket, 0, SPIN_WINDOW_NS, 100)[0]:
+            if self.aborted():
+                raise aborted()
+            time.sleep(0)
+        try:
+            out = None
+            n = native.load_i64(count)
+            if op is not None:
+                out = op()
+                n += 1
+                native.store_i64(count, n)
+        finally:
+            native.notify_i32(serving, native.OP_ADD, 1, 0)
+        return out, n
 
     # -- the task-snapshot area, after the records and counters
     def _area(self, rank):

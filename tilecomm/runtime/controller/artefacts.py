@@ -7,17 +7,32 @@ from __future__ import annotations
 
 import glob
 import os
+import pickle
 import re
 import shutil
+import tempfile
 import time
 
+from ...check.races import find_races
 from ...dfx import trace as T
-from ...errors import RuntimeFault
+from ...errors import ConfigError, DataRaceError, RuntimeFault
+from ..config import MPI_TRANSPORT
 from ..messages import BeginRun, Files
 from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
-                              dispatch_trace_name)
+                              dispatch_trace_name, race_log_path)
 from ..rank.tracing import pid_of
+
+
+def race_dir(config) -> str:
+    """A private directory for the ranks' race logs of one run."""
+    if config.resolved_transport() == MPI_TRANSPORT:
+        raise ConfigError("RunConfig.detect_races runs on the 'shm' and 'copy' transports; the "
+                          "'mpi' transport's processes share no control block to order notifies "
+                          "in", code="TC402",
+                          hint="check the program on one machine (TILECOMM_TRANSPORT=shm), then "
+                               "run it under MPI without detect_races")
+    return tempfile.mkdtemp(prefix="tilecomm-races-")
 
 
 class RunArtefacts:
@@ -31,10 +46,14 @@ class RunArtefacts:
     @classmethod
     def begin(cls, executable, config):
         """Before the run touches any rank: None when ``config`` asks for no
-        artefact (the common case: one attribute test); otherwise clear the
+        artefact and no race check (the common case); otherwise clear the
         stale output (a directory that cannot be written fails here)."""
+        races = config.races_enabled
         if not config.dfx_enabled:
-            return None
+            if not races:
+                return None
+            return cls(DfxSettings(None, 0, 0, False, False, 0, "", race_dir(config)),
+                       executable.world)
         out = getattr(executable, "output_dir", None)
         if not out:
             raise RuntimeFault("run artefacts need the program's output directory, and this "
@@ -54,8 +73,28 @@ class RunArtefacts:
         lane = int(config.enable_chip_swimlane)
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
-                               time.perf_counter_ns(), os.path.basename(out))
+                               time.perf_counter_ns(), os.path.basename(out),
+                               race_dir(config) if races else None)
         return cls(settings, executable.world)
+
+    def races(self):
+        """The run ended on every rank: the data races its ranks' logs show,
+        as the ``DataRaceError`` to raise (None: no race, or no check)."""
+        if self.settings.races is None:
+            return None
+        logs, names = {}, {}
+        for r in range(self.world):
+            with open(race_log_path(self.settings, r), "rb") as f:
+                got = pickle.load(f)
+            logs[r] = got["events"]
+            names.update(got["names"])
+        found, omitted = find_races(logs, names)
+        return DataRaceError(found, omitted) if found else None
+
+    def close(self) -> None:
+        """Remove the race logs (the run is over, whichever way)."""
+        if self.settings.races is not None:
+            shutil.rmtree(self.settings.races, ignore_errors=True)
 
     def announce(self, ranks):
         """The ranks are started: tell each, ahead of its first dispatch."""

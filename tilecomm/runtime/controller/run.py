@@ -187,12 +187,16 @@ class Run:
         objects."""
         try:
             self.watch()
-            return self.collect()
+            races = self.artefacts.races() if self.artefacts is not None else None
+            result = self.collect()
         except BaseException as e:
             self.fail(e)
             raise
         finally:
             self.release()
+        if races is not None:              # raised after the results are written back
+            raise races
+        return result
 
     def watch(self) -> None:
         monitor(self)
@@ -205,6 +209,8 @@ class Run:
         return map_result(result, args, host_vals)
 
     def release(self):
+        if self.artefacts is not None:
+            self.artefacts.close()
         if self.ranks.persistent is None:   # persistent windows stay registered
             self.ranks.transport.end_run(self)
         if self._pooled:

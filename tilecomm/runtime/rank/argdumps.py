@@ -24,7 +24,6 @@ import numpy as np
 
 from ...errors import RuntimeFault
 from .context import RankContext
-from .tracing import TracingRankContext
 from ..values import WindowView
 
 ARGS_DIR = "args_dump"
@@ -144,17 +143,8 @@ class DumpingRankContext(RankContext):
     _dumps: TaskDumps
 
     def task_scope(self):
-        return self._dumps.scope(RankContext.task_scope(self))
+        return self._dumps.scope(super().task_scope())
 
 
-class TracingDumpingRankContext(TracingRankContext):
-    """``TracingRankContext`` of a level-1 run."""
-
-    _dumps: TaskDumps
-
-    def task_scope(self):
-        return self._dumps.scope(TracingRankContext.task_scope(self))
-
-
-__all__ = ["DumpScope", "DumpingRankContext", "TaskDumps", "TracingDumpingRankContext",
-           "param_names", "unwritable", "write_args"]
+__all__ = ["DumpScope", "DumpingRankContext", "TaskDumps", "param_names", "unwritable",
+           "write_args"]

@@ -59,16 +59,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 
 from ...dfx import trace as T
-from .argdumps import (ARGS_DIR, DumpingRankContext, TaskDumps, TracingDumpingRankContext,
-                       param_names, unwritable, write_args)
+from .argdumps import ARGS_DIR, DumpingRankContext, TaskDumps, param_names, unwritable, write_args
 from ..messages import Files
+from .collective_calls import BUILTIN_PREFIX
 from .context import RankContext
+from .racing import RaceLog, RacingRankContext
 from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
 
 DFX_DIR = "dfx_outputs"
@@ -85,6 +87,38 @@ class DfxSettings:
     scope_stats: bool
     origin_ns: int             # time zero of the run's traces
     title: str
+    races: str | None = None   # a race-checking run: where each rank writes its events
+
+    @property
+    def files(self) -> bool:
+        """Whether the run writes files under ``root`` (not only a race log)."""
+        return bool(self.swimlane or self.dump_args or self.dep_gen or self.scope_stats)
+
+
+RACE_LOG = "rank{}.races.pickle"
+
+
+def race_log_path(settings: DfxSettings, rank: int) -> str:
+    return os.path.join(settings.races, RACE_LOG.format(rank))
+
+
+# the recording classes a run may combine, outermost first: each calls the
+# next one's op (super()), the last reaches RankContext
+_RECORDING = (DumpingRankContext, TracingRankContext, RacingRankContext)
+_COMBINED: dict = {}
+
+
+def recording_class(dumping: bool, tracing: bool, racing: bool) -> type:
+    """The rank context class of a run that dumps / traces / checks races."""
+    key = (dumping, tracing, racing)
+    cls = _COMBINED.get(key)
+    if cls is None:
+        bases = tuple(c for c, on in zip(_RECORDING, key) if on)
+        cls = bases[0] if len(bases) == 1 else \
+            type("".join(b.__name__.replace("RankContext", "") for b in bases) + "RankContext",
+                 bases, {"__doc__": "A run's combined recording context."})
+        _COMBINED[key] = cls
+    return cls
 
 
 def dfx_root(output_dir: str) -> str:
@@ -124,22 +158,26 @@ class RankArtefacts:
         self.rec = None
         self.meta: list = []                # (k, fname, line) per dispatch
         if settings.swimlane or settings.dep_gen or settings.scope_stats:
-            self.rec = Recorder(rank, settings.swimlane, settings.dep_gen, settings.scope_stats)
-            # the recording variant, chosen once for the run (see tracing.py)
-            rc.__class__ = TracingRankContext
-            rc._trace = self.rec
+            self.rec = rc._trace = Recorder(rank, settings.swimlane, settings.dep_gen,
+                                            settings.scope_stats)
         self.task_dumps = None
         if settings.dump_args == 1:
             # level 1: tagged tasks dump too (their scope is wrapped, see argdumps.py)
             self.task_dumps = rc._dumps = TaskDumps()
-            rc.__class__ = TracingDumpingRankContext if self.rec is not None else \
-                DumpingRankContext
+        self.races = None
+        if settings.races:
+            self.races = rc._races = RaceLog(rank, rc.control, rc._aborted_exc)
+        # the recording variant, chosen once for the run (see tracing.py)
+        if self.rec is not None or self.task_dumps is not None or self.races is not None:
+            rc.__class__ = recording_class(self.task_dumps is not None, self.rec is not None,
+                                           self.races is not None)
 
-    def dispatch(self, fname, fn, call_args, vals, loc, image):
-        """Run one dispatch (``fn(*call_args)``), recording it."""
+    def dispatch(self, fname, fn, call_args, vals, loc, image, seq):
+        """Run one dispatch (``fn(*call_args)``, the rank's dispatch number
+        ``seq``), recording it."""
         k = self.k
         self.k += 1
-        d = dispatch_dir(self.s.root, self.rank, k)
+        d = dispatch_dir(self.s.root, self.rank, k) if self.s.files else None
         if self.rec is not None or self.s.dump_args == 2:
             try:
                 os.makedirs(d, exist_ok=True)
@@ -160,6 +198,9 @@ class RankArtefacts:
         rec = self.rec
         if rec is not None:
             rec.begin_dispatch(k, fname, image)
+        races = self.races
+        if races is not None:
+            races.begin_dispatch(fname, image, vals)
         finished = False
         try:
             fn(*call_args)
@@ -167,6 +208,10 @@ class RankArtefacts:
         finally:
             if rec is not None:
                 rec.end_dispatch(finished)
+        if races is not None:
+            if fname.startswith(BUILTIN_PREFIX):      # a HOST collective's share
+                races.collective(self.rc, fname[len(BUILTIN_PREFIX):], vals, loc, True)
+            races.end_dispatch(seq)
         if dumped is not None:
             write_args(os.path.join(d, ARGS_DIR), "after", dumped)
 
@@ -188,21 +233,19 @@ class RankArtefacts:
                 lines = {k: line for k, _, line in self.meta}
                 for dt in rec.dispatches:
                     self._write_dispatch(dt, lines.get(dt.k))
+            if self.races is not None:
+                with open(race_log_path(self.s, self.rank), "wb") as f:
+                    pickle.dump(self.races.result(), f, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError as e:
-            raise unwritable(self.s.root, e) from None
+            raise unwritable(self.s.races if self.races is not None else self.s.root, e) \
+                from None
         finally:
-            if rec is not None or self.task_dumps is not None:
-                self.rc.__class__ = RankContext
-                self.rc.__dict__.pop("_trace", None)
-                self.rc.__dict__.pop("_dumps", None)
-            if self.task_dumps is not None:
-                # the scheduler's threads copied the context (class and all) when
-                # they started; no task runs between dispatches, so switching
-                # them back here races with nothing
-                sched = self.rc.__dict__.get("_scheduler")
-                for ctx in (sched.contexts if sched is not None else ()):
-                    if ctx.__dict__.pop("_dumps", None) is not None:
-                        ctx.__class__ = RankContext
+            # back to the unrecorded class (the scheduler's threads follow at
+            # their next dispatch: Scheduler.begin)
+            self.rc.__class__ = RankContext
+            for k in ("_trace", "_dumps", "_races"):
+                self.rc.__dict__.pop(k, None)
+            self.races = None
             if rec is not None:
                 # the scheduler's threads drop the recorder at their next
                 # dispatch; its events go now
@@ -326,4 +369,5 @@ def _write_json(path, obj):
 
 
 __all__ = ["DFX_DIR", "DfxSettings", "MERGED_TRACE", "RANK_TRACE", "RankArtefacts", "dfx_root",
-           "dispatch_dir", "dispatch_trace_name", "merged_trace_path"]
+           "dispatch_dir", "dispatch_trace_name", "merged_trace_path", "race_log_path",
+           "recording_class"]

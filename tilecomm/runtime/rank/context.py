@@ -107,10 +107,11 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
     # the transport's cell handle per (peer, offsets) after the first
     # bounds-checked lookup.
     def notify(self, target, peer, offsets, value, op):
+        """Returns the value the cell took."""
         cell = target.cells.get((peer, offsets))
         if cell is None:
             cell = self._cell(target, peer, offsets, "pld.system.notify")
-        self._signal(cell, op, value)
+        return self._signal(cell, op, value)
 
     def wait(self, signal, offsets, expected, cmp, _loc=-1):
         cell = signal.cells.get((signal.rank, offsets))

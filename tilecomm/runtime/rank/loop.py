@@ -143,7 +143,8 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                 if dfx is None:
                     builtin(rc, *vals, msg.loc, True)
                 else:
-                    dfx.dispatch(fname, builtin, (rc, *vals, msg.loc, True), vals, msg.loc, image)
+                    dfx.dispatch(fname, builtin, (rc, *vals, msg.loc, True), vals, msg.loc, image,
+                                 msg.seq)
             else:
                 rc.func_id = image.func_names.index(fname)
                 for dep_rank, dep_seq in msg.deps:
@@ -156,7 +157,8 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                 if dfx is None:
                     image.function(fname)(rc, *vals)
                 else:
-                    dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image)
+                    dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image,
+                                 msg.seq)
             if rma is not None:              # complete in process 0 before "done" is published
                 rma.write_back()
         except RankAborted:

@@ -46,6 +46,9 @@ from .deps import Tracker, base_array
 DEFER_SLOTS = 64           # deferred tasks tracked at once (upstream MAX_ASYNC_WAITS)
 
 QUEUED, READY, RUNNING, DEFERRED, DONE = range(5)
+# what a run's recording class keeps on the rank's context: every thread's
+# copy gets the same (tracing's Recorder, the race check's RaceLog, dumps)
+RECORDERS = ("_trace", "_races", "_dumps")
 
 
 class TaskAbort(BaseException):
@@ -148,15 +151,16 @@ class Scheduler:
         # beyond it waits (asleep, as an idle agent) for one to complete
         self.window = task_window
         self.contexts: list = []        # each thread's copy of the rank's context
-        self.trace = None               # the run's recorder while a traced run lasts
+        self.cls = type(rc)             # the class the contexts have (a run's recording one)
+        self.held_hooks = ()            # the recorders told of conditions true at body end
 
     # ------------------------------------------------------------ dispatches
     def begin(self):
         """A dispatch of an orchestration function starts submitting."""
         with self.lock:
             self.failure = None
-            if self.rc.__dict__.get("_trace") is not self.trace:
-                self._follow_trace()
+            if type(self.rc) is not self.cls:
+                self._follow_class()
             if not self.core_agents:
                 for _ in range(self.cores):
                     self._thread(self._core, "core", self.core_agents)
@@ -204,17 +208,22 @@ class Scheduler:
             while self.main_sleeping:
                 self.main_cv.wait()
 
-    def _follow_trace(self):
-        """The rank's context switched to (or back from) its recording class
-        for a traced run: switch every thread's copy too.  Between dispatches
-        no task runs, so no thread is inside one of its methods."""
-        self.trace = trace = self.rc.__dict__.get("_trace")
+    def _follow_class(self):
+        """The rank's context switched to (or back from) a recording class for
+        a run: switch every thread's copy too, with the run's recorders.
+        Between dispatches no task runs, so no thread is inside one of its
+        methods."""
+        self.cls = type(self.rc)
+        found = {k: self.rc.__dict__.get(k) for k in RECORDERS}
         for ctx in self.contexts:
-            ctx.__class__ = type(self.rc)
-            if trace is None:
-                ctx.__dict__.pop("_trace", None)
-            else:
-                ctx._trace = trace
+            ctx.__class__ = self.cls
+            for k, rec in found.items():
+                if rec is None:
+                    ctx.__dict__.pop(k, None)
+                else:
+                    setattr(ctx, k, rec)
+        self.held_hooks = tuple(r.conditions_held for r in (found["_trace"], found["_races"])
+                                if r is not None)
 
     def close(self):
         """End of the orchestration function: wait until every task submitted
@@ -308,7 +317,7 @@ class Scheduler:
             self._wake_core()
 
     def _body_done(self, t):
-        if t.conds and not self._all_hold(t.conds):
+        if t.conds and not self._all_hold(t, t.conds):
             t.state = DEFERRED
             if self.claim:               # a watcher ran the body: it watches it next
                 self.claim = 0
@@ -328,13 +337,14 @@ class Scheduler:
             return
         self._complete(t)
 
-    def _all_hold(self, conds) -> bool:
+    def _all_hold(self, t, conds) -> bool:
         """Every condition already true (a counter that arrived before the
         waiter registered): the TaskId completes at once, no watcher involved."""
         read = self.rc.transport.read_cell
         held = all(holds(CMP_GE_U, read(cell), expected) for cell, expected, _ in conds)
-        if held and self.trace is not None:
-            self.trace.conditions_held(conds, read)
+        if held and self.held_hooks:
+            for hook in self.held_hooks:
+                hook(t, conds, read)
         return held
 
     def _complete(self, t):

@@ -82,6 +82,43 @@ class _Node:
         self.tid, self.accesses = tid, []
 
 
+class SourceLines:
+    """The user's source line of the op being recorded: from the span index
+    lowered code passes (``_loc``), else from the lowered line that called
+    the op (found by walking up the stack; cached per line)."""
+
+    __slots__ = ("image", "_spans")
+
+    def __init__(self):
+        self.image = None
+        self._spans: dict = {}          # span index (>= 0) / -1 - lowered line -> Span or None
+
+    def follow(self, image) -> None:
+        """The dispatch being recorded runs ``image``."""
+        if image is not self.image:
+            self._spans = {}
+        self.image = image
+
+    def span(self, loc: int = -1):
+        image = self.image
+        if image is None:
+            return None
+        spans = self._spans
+        if loc >= 0:
+            if loc not in spans:
+                spans[loc] = image.span(loc)
+            return spans[loc]
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename != image.filename:
+            f = f.f_back
+        if f is None:
+            return None
+        key = -1 - f.f_lineno
+        if key not in spans:
+            spans[key] = image.linemap.get(f.f_lineno)
+        return spans[key]
+
+
 class Recorder:
     """Per rank and run: the events of each dispatch, appended from the
     rank's thread, its cores and its watchers (``list.append`` is atomic;
@@ -104,16 +141,13 @@ class Recorder:
         self.threads: dict = {MAIN_TID: "dispatch"}
         self.cell_keys: dict = {}      # transport cell handle -> (key, label)
         self._cells: dict = {}         # (buffer, member, shape, offsets) -> (key, label)
-        self.image = None
-        self._lines: dict = {}          # span index (>= 0) / -1 - lowered line -> text
+        self.lines = SourceLines()
         self._tracker = None            # the task graph's dependency tracker, per dispatch
 
     # ------------------------------------------------------------ dispatches
     def begin_dispatch(self, k: int, fname: str, image) -> DispatchTrace:
         d = self.current = DispatchTrace(k, fname)
-        if image is not self.image:
-            self._lines = {}
-        self.image = image
+        self.lines.follow(image)
         self._tracker = Tracker() if self.graph else None
         self._in_flight = self._peak = self._submitted = 0
         d.t0 = now()
@@ -143,30 +177,9 @@ class Recorder:
             self.threads[tid] = name
         return tid
 
-    def line(self, loc: int = -1, depth: int = 2) -> str | None:
-        """The user's source line of the op being recorded: from the span
-        index lowered code passes (``_loc``), else from the lowered line
-        that called the op (cached per line)."""
-        image = self.image
-        if image is None:
-            return None
-        if loc >= 0:
-            got = self._lines.get(loc)
-            if got is None:
-                sp = image.span(loc)
-                got = self._lines[loc] = str(sp) if sp is not None else ""
-            return got or None
-        f = sys._getframe(depth)
-        while f is not None and f.f_code.co_filename != image.filename:
-            f = f.f_back
-        if f is None:
-            return None
-        key = -1 - f.f_lineno
-        got = self._lines.get(key)
-        if got is None:
-            sp = image.linemap.get(f.f_lineno)
-            got = self._lines[key] = str(sp) if sp is not None else ""
-        return got or None
+    def line(self, loc: int = -1) -> str | None:
+        sp = self.lines.span(loc)
+        return str(sp) if sp is not None else None
 
     def slice(self, ctx, name, cat, t0, args):
         d = self.current
@@ -193,7 +206,7 @@ class Recorder:
             got = self._cells[k] = ((view.buffer.id, g, flat), label)
         return got
 
-    def conditions_held(self, conds, read) -> None:
+    def conditions_held(self, task, conds, read) -> None:
         """Deferred conditions already true when the waiter's body ended (the
         scheduler completes the TaskId at once, no watcher involved); each
         slice spans reading the cell again for its observed value."""
@@ -306,18 +319,19 @@ class TracedScope:
 
 
 def _timed(name, op, cat, describe):
-    """A recording variant of ``RankContext.<name>``: the op itself, then its
-    slice named ``op`` with ``describe(*args)`` as arguments."""
-    base = getattr(RankContext, name)
-    params = list(inspect.signature(base).parameters)
+    """A recording variant of ``RankContext.<name>``: the op itself (as the
+    next class of the context's recording class has it), then its slice
+    named ``op`` with ``describe(*args)`` as arguments."""
+    params = list(inspect.signature(getattr(RankContext, name)).parameters)
     loc_at = params.index("_loc") - 1 if "_loc" in params else None    # -1: self
 
     def recorded(self, *args, **kw):
         rec = self._trace
+        base = getattr(super(TracingRankContext, self), name)
         if not rec.comm:
-            return base(self, *args, **kw)
+            return base(*args, **kw)
         t0 = now()
-        out = base(self, *args, **kw)
+        out = base(*args, **kw)
         info = describe(*args, **kw)
         loc = -1
         if loc_at is not None:
@@ -351,31 +365,29 @@ class TracingRankContext(RankContext):
 
     def task_scope(self):
         rec = self._trace
-        return TracedScope(RankContext.task_scope(self), rec, rec.current.fname)
+        return TracedScope(super().task_scope(), rec, rec.current.fname)
 
     def notify(self, target, peer, offsets, value, op):
         rec = self._trace
         if not rec.comm:
-            return RankContext.notify(self, target, peer, offsets, value, op)
-        cell = target.cells.get((peer, offsets))
-        if cell is None:
-            cell = self._cell(target, peer, offsets, "pld.system.notify")
+            return super().notify(target, peer, offsets, value, op)
         t0 = now()
-        new = self._signal(cell, op, value)
+        new = super().notify(target, peer, offsets, value, op)
         key, label = rec.cell_key(target, int(peer), offsets)
         rec.slice(self, "pld.system.notify", "notify", t0,
                   {"cell": label, "cell_key": key, "op": op_name(op), "value": int(value),
                    "result": int(new), "peer": int(peer), "rank": rec.rank,
                    "line": rec.line()})
+        return new
 
     def wait(self, signal, offsets, expected, cmp, _loc=-1):
         rec = self._trace
         if not rec.comm:
-            return RankContext.wait(self, signal, offsets, expected, cmp, _loc)
+            return super().wait(signal, offsets, expected, cmp, _loc)
         t0 = now()
         name, cat = "pld.system.wait", "wait"
         try:
-            RankContext.wait(self, signal, offsets, expected, cmp, _loc)
+            super().wait(signal, offsets, expected, cmp, _loc)
         except BaseException:           # aborted (or failed) while blocked: say so
             name, cat = "pld.system.wait (never released)", BLOCKED_CAT
             raise
@@ -389,7 +401,7 @@ class TracingRankContext(RankContext):
                        "line": rec.line(_loc)})
 
     def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
-        RankContext.defer_wait(self, signal, offsets, expected, cmp, _loc)
+        super().defer_wait(signal, offsets, expected, cmp, _loc)
         rec = self._trace
         if rec.comm:
             cell = signal.cells[(signal.rank, offsets)]
@@ -402,11 +414,11 @@ class TracingRankContext(RankContext):
     def wait_cell(self, cell, cmp, expected, record):
         rec = self._trace
         if not rec.comm:
-            return RankContext.wait_cell(self, cell, cmp, expected, record)
+            return super().wait_cell(cell, cmp, expected, record)
         t0 = now()
         name, cat = "pld.system.defer_wait release", "deferred"
         try:
-            RankContext.wait_cell(self, cell, cmp, expected, record)
+            super().wait_cell(cell, cmp, expected, record)
         except BaseException:           # aborted while the condition was pending
             name, cat = "pld.system.defer_wait (never released)", BLOCKED_CAT
             raise

@@ -1,0 +1,91 @@
+"""The events a race-checking run records on each rank, as plain tuples.
+
+A rank appends one tuple per fact to one list, from every thread it runs
+(``list.append`` is atomic); the first two fields are the event's kind and
+its thread: ``MAIN`` (the rank's dispatch thread, which runs dispatches in
+order and orchestrates their tasks) or ``(task id, block index)`` for a
+block of a task on one of the rank's cores.  Everything else is numbers,
+strings and tuples of them, so a rank can write the list as it is.
+
+========  ==================================================================
+ACCESS    (ACCESS, thread, (buffer id, owner), runs, kind, op, line, who,
+          shape, itemsize): bytes ``runs`` ((start, end) pairs, sorted) of
+          rank ``owner``'s copy of the buffer, viewed as ``shape``
+NOTIFY    (NOTIFY, thread, cell, op, value, result, seq, line, who): a
+          notify into ``cell`` = (buffer id, owner, byte offset); ``seq``
+          its place in the cell's modification order, ``result`` the value
+          it left
+WAIT      (WAIT, thread, cell, cmp, expected, seen, line, who, label): a
+          satisfied wait; ``seen`` the modification order's length when it
+          returned, ``label`` the cell as the program names it
+COND      (COND, ("cond", task id), cell, cmp, expected, seen, line, who,
+          label): a deferred condition of the task found true (its TaskId
+          completes)
+SUBMIT    (SUBMIT, thread, task id, name, blocks, predecessors, line)
+CLOSE     (CLOSE, thread, task ids): the thread waited for those tasks
+BARRIER   (BARRIER, thread, key, members, line, op): one barrier
+          generation of a collective; ``key`` names it on every member
+DONE      (DONE, thread, seq): the rank completed its dispatch ``seq``
+AFTER     (AFTER, thread, rank, seq): waited for that rank's dispatch
+========  ==================================================================
+"""
+ACCESS, NOTIFY, WAIT, COND, SUBMIT, CLOSE, BARRIER, DONE, AFTER = range(9)
+
+MAIN = "main"
+
+# access kinds: a plain read or write, an atomic modification (an AtomicAdd
+# store, a notify), an atomic read (a wait's look at its cell)
+READ, WRITE, ATOMIC, SYNC_READ = range(4)
+KIND_NAMES = ("read", "write", "atomic", "read")
+
+# the kinds each kind races with (at least one writes, not both atomic)
+CONFLICTS = ({WRITE, ATOMIC}, {READ, WRITE, ATOMIC, SYNC_READ}, {READ, WRITE}, {WRITE})
+
+
+def dominates(later: int, earlier: int) -> bool:
+    """Whatever races with an ``earlier`` access races with a ``later`` one
+    over the same bytes (so the earlier can be forgotten once the later is
+    ordered after it)."""
+    return CONFLICTS[earlier] <= CONFLICTS[later]
+
+
+def byte_runs(region, base: int) -> tuple:
+    """The bytes an ndarray view ``region`` covers, as sorted (start, end)
+    pairs relative to address ``base``: one pair when the view is contiguous,
+    else one per innermost contiguous run."""
+    n = region.size
+    if n == 0:
+        return ()
+    start = region.__array_interface__["data"][0] - base
+    if region.flags.c_contiguous:
+        return ((start, start + region.nbytes),)
+    shape, strides, item = region.shape, region.strides, region.itemsize
+    # the innermost dims that are packed form one run
+    k = len(shape)
+    run = item
+    while k > 0 and (shape[k - 1] == 1 or strides[k - 1] == run):
+        run *= shape[k - 1]
+        k -= 1
+    runs = []
+
+    def walk(d, off):
+        if d == k:
+            runs.append((off, off + run))
+            return
+        for i in range(shape[d]):
+            walk(d + 1, off + i * strides[d])
+
+    walk(0, start)
+    runs.sort()
+    merged = [runs[0]]
+    for a, b in runs[1:]:
+        if a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return tuple(merged)
+
+
+__all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "CLOSE", "COND", "CONFLICTS", "DONE",
+           "KIND_NAMES", "MAIN", "NOTIFY", "READ", "SUBMIT", "SYNC_READ", "WAIT", "WRITE",
+           "byte_runs", "dominates"]

@@ -1,0 +1,428 @@
+"""Data races of one call, found from the events its ranks recorded
+(``events.py``).
+
+The ranks' threads are replayed with vector clocks, in any order the
+synchronisation allows, and every window access is compared with the
+earlier accesses to the same window copy that it is not ordered after.
+Happens-before is exactly the model's synchronisation:
+
+* program order within a thread (a rank's dispatch thread, a task block);
+* a wait, or a deferred condition that completes a task, is ordered after
+  the notifies its condition *needs*: of the cell's modification order (the
+  notifies in the order they took effect) up to what the waiter saw, the run
+  of notifies after which the condition held continuously is found; its
+  first notify is needed, and if that is an AtomicAdd, every notify back to
+  the last Set before it (the shortest prefix whose sum satisfies the
+  condition) -- never notifies that merely happened to land before the
+  check;
+* a barrier generation of a collective: everything before any member's
+  arrival happens before everything after any member's departure
+  (``collectives/footprints.py`` says where each collective synchronises);
+* a task block starts after its submission and after the completion of
+  every task it depends on (explicit ``deps=`` and inferred); a task
+  completes after all its blocks and deferred conditions; a thread that
+  waits for tasks (the end of a task scope) is ordered after them;
+* a dispatch that waits for another rank's dispatch is ordered after it;
+  the call's start and end order everything (one call is checked at a
+  time).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from ..errors import InternalError
+from ..waits import CMP_NAMES, holds
+from .events import (ACCESS, AFTER, ATOMIC, BARRIER, CLOSE, COND, CONFLICTS, DONE, KIND_NAMES,
+                     MAIN, NOTIFY, SUBMIT, SYNC_READ, WAIT, WRITE, dominates)
+
+NOTIFY_ADD = 1          # transport.base.NOTIFY_ADD (this package imports no runtime)
+MAX_REPORTED = 10       # races listed in a report; the rest are counted
+
+
+@dataclass(frozen=True)
+class Access:
+    """One side of a race."""
+
+    rank: int           # the rank that made the access
+    task: str           # its task, or the dispatched function outside tasks
+    op: str             # e.g. "pl.load", "pld.tile.remote_store", "pld.tensor.allreduce"
+    line: str           # the user's "file:line" ("?" when unknown)
+    kind: str           # "read", "write" or "atomic"
+
+    def __str__(self):
+        return f"rank {self.rank}'s {self.op} at {self.line}"
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two accesses to overlapping elements of one window copy that nothing
+    orders."""
+
+    buffer: str         # the window buffer's name
+    owner: int          # the rank whose copy of it
+    region: str         # the elements both touch, in the second access's view
+    first: Access
+    second: Access
+    why: str            # the missing edge, in words
+
+    def __str__(self):
+        return "\n".join([f"window '{self.buffer}', rank {self.owner}'s copy, elements "
+                          f"{self.region}:",
+                          *(f"    {a.kind:<6} {a} (in {a.task})" for a in (self.first,
+                                                                         self.second)),
+                          f"    {self.why}"])
+
+
+# ------------------------------------------------------------------ clocks
+def _join(into: dict, other: dict) -> None:
+    for k, v in other.items():
+        if into.get(k, 0) < v:
+            into[k] = v
+
+
+class _Thread:
+    __slots__ = ("key", "events", "pos", "vc", "started", "acquires", "starts")
+
+    def __init__(self, key, events):
+        self.key = key
+        self.events = events
+        self.pos = 0
+        self.vc: dict = {}
+        self.started = key[1] == MAIN     # a task block starts once it may
+        self.acquires: list = []          # (position, description, [notify refs])
+        self.starts = None                # a block: (rank, task id)
+
+    def tick(self) -> int:
+        c = self.vc.get(self.key, 0) + 1
+        self.vc[self.key] = c
+        return c
+
+
+class _Shadow:
+    """One earlier access of a window copy."""
+
+    __slots__ = ("thread", "epoch", "kind", "runs", "ev", "pos")
+
+    def __init__(self, thread, epoch, kind, runs, ev, pos):
+        self.thread, self.epoch, self.kind, self.runs, self.ev, self.pos = \
+            thread, epoch, kind, runs, ev, pos
+
+
+def _overlap(a: tuple, b: tuple) -> list:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _covers(a: tuple, b: tuple) -> bool:
+    """Every byte of runs ``b`` lies in runs ``a``."""
+    i = 0
+    for lo, hi in b:
+        while i < len(a) and a[i][1] <= lo:
+            i += 1
+        if i == len(a) or a[i][0] > lo or a[i][1] < hi:
+            return False
+    return True
+
+
+def region_text(runs: list, shape: tuple, itemsize: int) -> str:
+    """The bounding box of the elements in byte ``runs`` of a view of
+    ``shape``, as ``[lo:hi, ...]``."""
+    lo = [None] * len(shape)
+    hi = [None] * len(shape)
+    for a, b in runs:
+        f, g = _unravel(a // itemsize, shape), _unravel((b - 1) // itemsize, shape)
+        for d in range(len(shape)):
+            # a dim spans its whole extent once an outer index changes
+            i, j = (f[d], g[d]) if f[:d] == g[:d] else (0, shape[d] - 1)
+            lo[d] = i if lo[d] is None else min(lo[d], i)
+            hi[d] = j if hi[d] is None else max(hi[d], j)
+    return "[" + ", ".join(f"{a}:{b + 1}" for a, b in zip(lo, hi)) + "]"
+
+
+def _unravel(flat: int, shape: tuple) -> list:
+    out = []
+    for d in reversed(shape):
+        out.append(flat % d if d else 0)
+        flat = flat // d if d else 0
+    return out[::-1]
+
+
+# ------------------------------------------------------------------ replay
+class _Replay:
+    def __init__(self, logs: dict, names: dict):
+        self.names = names                  # buffer id -> name
+        self.threads: dict = {}
+        self.conds: dict = {}              # (rank, task id) -> [COND events]
+        for rank, events in logs.items():
+            per: dict = {}
+            for ev in events:
+                if ev[0] == COND:           # a task's conditions: read by its completion
+                    self.conds.setdefault((rank, ev[1][1]), []).append(ev)
+                else:
+                    per.setdefault(ev[1], []).append(ev)
+            for thr, evs in per.items():
+                self.threads[(rank, thr)] = _Thread((rank, thr), evs)
+        self.blocks: dict = {}             # (rank, task id) -> number of blocks
+        self.preds: dict = {}              # (rank, task id) -> predecessor ids
+        self.submit_vc: dict = {}
+        self.task_names: dict = {}
+        self.done_vc: dict = {}            # (rank, task id) -> clock at its completion
+        self.dispatch_vc: dict = {}        # (rank, seq) -> clock at the dispatch's end
+        self.notify_vc: dict = {}          # (cell, seq) -> clock of that notify
+        self.history: dict = {}            # cell -> [(seq, op, value, result, rank, thread, pos,
+        #                                              line)] in modification order
+        self.barriers: dict = {}           # key -> [threads arrived]
+        self.shadow: dict = {}             # (buffer id, owner) -> [_Shadow]
+        self.found: dict = {}              # dedup key -> Race
+        for rank, events in logs.items():
+            for ev in events:
+                if ev[0] == NOTIFY:
+                    self.history.setdefault(ev[2], []).append(
+                        (ev[6], ev[3], ev[4], ev[5], rank, ev[1], None, ev[7]))
+        for h in self.history.values():
+            h.sort()
+        self.seqs = {c: [x[0] for x in h] for c, h in self.history.items()}
+
+    # -------------------------------------------------------------- waits
+    def needed(self, cell, cmp, expected, seen) -> list:
+        """The notifies (entries of the cell's history) a satisfied condition
+        needs, given that the waiter saw the first ``seen`` of them."""
+        h = self.history.get(cell, [])
+        i = bisect_right(self.seqs.get(cell, ()), seen) - 1
+        while i >= 0 and not holds(cmp, h[i][3], expected):
+            i -= 1                         # saw more than it needed: back to a true point
+        if i < 0:
+            return []
+        j = i
+        while j > 0 and holds(cmp, h[j - 1][3], expected):
+            j -= 1
+        if j == 0 and h[0][1] == NOTIFY_ADD and holds(cmp, h[0][3] - h[0][2], expected):
+            return []                      # true before any notify of this call
+        need = [h[j]]
+        if h[j][1] == NOTIFY_ADD:          # the sum needs every add since the last Set
+            k = j - 1
+            while k >= 0:
+                need.append(h[k])
+                if h[k][1] != NOTIFY_ADD:
+                    break
+                k -= 1
+        return need
+
+    def acquire(self, t: _Thread, ev, what: str) -> bool:
+        cell, cmp, expected, seen = ev[2], ev[3], ev[4], ev[5]
+        need = self.needed(cell, cmp, expected, seen)
+        clocks = [self.notify_vc.get((cell, n[0])) for n in need]
+        if any(c is None for c in clocks):
+            return False
+        for c in clocks:
+            _join(t.vc, c)
+        t.acquires.append((t.pos, f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(cmp, cmp)} "
+                                  f"{expected})", need))
+        return True
+
+    # -------------------------------------------------------------- tasks
+    def task_done(self, rank, tid):
+        key = (rank, tid)
+        vc = self.done_vc.get(key)
+        if vc is not None:
+            return vc
+        if key not in self.blocks:
+            return None                    # not submitted yet in the replay
+        vc = dict(self.submit_vc[key])
+        for b in range(self.blocks[key]):
+            t = self.threads[(rank, (tid, b))]
+            if t.pos < len(t.events) or not t.started:
+                return None
+            _join(vc, t.vc)
+        for ev in self.conds.get(key, ()):
+            need = self.needed(ev[2], ev[3], ev[4], ev[5])
+            clocks = [self.notify_vc.get((ev[2], n[0])) for n in need]
+            if any(c is None for c in clocks):
+                return None
+            for c in clocks:
+                _join(vc, c)
+        self.done_vc[key] = vc
+        return vc
+
+    def start(self, t: _Thread) -> bool:
+        rank, (tid, _) = t.key
+        key = (rank, tid)
+        if key not in self.submit_vc:
+            return False
+        vcs = [self.task_done(rank, p) for p in self.preds[key]]
+        if any(v is None for v in vcs):
+            return False
+        t.vc = dict(self.submit_vc[key])
+        for v in vcs:
+            _join(t.vc, v)
+        t.started = True
+        return True
+
+    # -------------------------------------------------------------- the run
+    def run(self) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for t in list(self.threads.values()):
+                if not t.started and not self.start(t):
+                    continue
+                while t.pos < len(t.events):
+                    if not self.step(t, t.events[t.pos]):
+                        break
+                    t.pos += 1
+                    progress = True
+        stuck = [t.key for t in self.threads.values() if t.pos < len(t.events)]
+        if stuck:
+            raise InternalError(f"race check: the recorded events of {stuck[:4]} cannot be "
+                                f"replayed (a wait's notifies were not recorded)")
+
+    def step(self, t: _Thread, ev) -> bool:
+        kind = ev[0]
+        rank = t.key[0]
+        if kind == ACCESS:
+            self.access(t, ev[2], ev[3], ev[4], ev)
+        elif kind == NOTIFY:
+            self.access(t, (ev[2][0], ev[2][1]), ((ev[2][2], ev[2][2] + 4),), ATOMIC,
+                        (ACCESS, ev[1], None, None, ATOMIC, "pld.system.notify", ev[7], ev[8],
+                         None, 4))
+            t.tick()
+            self.notify_vc[(ev[2], ev[6])] = dict(t.vc)
+        elif kind == WAIT:
+            if not self.acquire(t, ev, f"rank {rank}'s wait"):
+                return False
+            self.access(t, (ev[2][0], ev[2][1]), ((ev[2][2], ev[2][2] + 4),), SYNC_READ,
+                        (ACCESS, ev[1], None, None, SYNC_READ, "pld.system.wait", ev[6], ev[7],
+                         None, 4))
+        elif kind == SUBMIT:
+            key = (rank, ev[2])
+            t.tick()
+            self.submit_vc[key] = dict(t.vc)
+            self.blocks[key] = ev[4]
+            self.preds[key] = ev[5]
+            self.task_names[key] = ev[3]
+            for b in range(ev[4]):
+                if (rank, (ev[2], b)) not in self.threads:
+                    self.threads[(rank, (ev[2], b))] = _Thread((rank, (ev[2], b)), [])
+        elif kind == CLOSE:
+            vcs = [self.task_done(rank, tid) for tid in ev[2]]
+            if any(v is None for v in vcs):
+                return False
+            for v in vcs:
+                _join(t.vc, v)
+            t.acquires.append((t.pos, f"the end of rank {rank}'s task scope", []))
+        elif kind == BARRIER:
+            return self.barrier(t, ev)
+        elif kind == DONE:
+            t.tick()
+            self.dispatch_vc[(rank, ev[2])] = dict(t.vc)
+        elif kind == AFTER:
+            vc = self.dispatch_vc.get((ev[2], ev[3]))
+            if vc is None:
+                return False
+            _join(t.vc, vc)
+        return True
+
+    def barrier(self, t: _Thread, ev) -> bool:
+        """A barrier generation: ready when every member arrived; then every
+        member leaves with the join of their clocks.  Returns False for a
+        member that has to wait (it is advanced by the last to arrive)."""
+        key, members = ev[2], ev[3]
+        arrived = self.barriers.setdefault(key, [])
+        if t not in arrived:
+            arrived.append(t)
+        if len(arrived) < members:
+            return False
+        vc: dict = {}
+        for m in arrived:
+            m.tick()
+            _join(vc, m.vc)
+        for m in arrived:
+            m.vc = dict(vc)
+            m.acquires.append((m.pos, f"rank {m.key[0]}'s {ev[5]} at {ev[4]} (a barrier of "
+                                      f"{members})", []))
+            if m is not t:
+                m.pos += 1                 # the others resume past it on their next turn
+        del self.barriers[key]
+        return True
+
+    # -------------------------------------------------------------- accesses
+    def access(self, t: _Thread, where, runs, kind, ev) -> None:
+        if not runs:
+            return
+        epoch = t.tick()
+        vc = t.vc
+        recs = self.shadow.setdefault(where, [])
+        keep = []
+        for r in recs:
+            ordered = r.thread is t or vc.get(r.thread.key, 0) >= r.epoch
+            if not ordered and kind in CONFLICTS[r.kind]:
+                common = _overlap(r.runs, runs)
+                if common:
+                    self.report(where, r, t, ev, common)
+            if ordered and dominates(kind, r.kind) and _covers(runs, r.runs):
+                continue                   # anything racing with it races with this one
+            keep.append(r)
+        keep.append(_Shadow(t, epoch, kind, runs, ev, t.pos))
+        self.shadow[where] = keep
+
+    def describe(self, t: _Thread, ev) -> Access:
+        rank = t.key[0]
+        return Access(rank, ev[7], ev[5], ev[6] or "?", KIND_NAMES[ev[4]])
+
+    def report(self, where, r: _Shadow, t: _Thread, ev, common) -> None:
+        first, second = self.describe(r.thread, r.ev), self.describe(t, ev)
+        key = (where, first.rank, first.line, first.op, second.rank, second.line, second.op)
+        if key in self.found:
+            return
+        bid, owner = where
+        shaped = ev if ev[8] is not None else r.ev      # a signal cell has no view shape
+        region = region_text(common, shaped[8], shaped[9]) if shaped[8] is not None else \
+            f"[cell at byte {common[0][0]}]"
+        self.found[key] = Race(self.names.get(bid, str(bid)), owner, region, first, second,
+                               self.why(r, t, first, second))
+
+    def why(self, r: _Shadow, t: _Thread, first: Access, second: Access) -> str:
+        head = (f"nothing orders {first} before {second}")
+        a, b = r.thread.key, t.key
+        if a[0] == b[0] and (a[1] != MAIN or b[1] != MAIN):
+            names = [self.task_names.get((a[0], k[1][0]), "?") if k[1] != MAIN else "its "
+                     "orchestration" for k in (a, b)]
+            return (f"{head}: on rank {a[0]}, '{names[0]}' and '{names[1]}' run concurrently "
+                    f"(no deps=, inferred dependency or wait orders them)")
+        # the second thread's last synchronisation before the access
+        last = [x for x in t.acquires if x[0] <= t.pos]
+        if not last:
+            return (f"{head}: rank {b[0]} waits for nothing (no wait, collective or task "
+                    f"dependency) before its {second.op}")
+        _, what, need = last[-1]
+        if not need:
+            return f"{head}: the last synchronisation before it is {what}, which does not"
+        src = need[0]                       # the notify that made the condition true
+        by = f"rank {src[4]}'s notify at {src[7]}"
+        if len(need) > 1:
+            by = (f"{len(need)} notifies ending with {by}" if any(n[4] != src[4] for n in need)
+                  else by)
+        if (src[4], src[5]) == a:
+            return f"{head}: {what} is satisfied by {by}, which comes before the {first.op}"
+        return f"{head}: {what} is satisfied by {by}, which {first.op} does not come before"
+
+
+def find_races(logs: dict, names: dict) -> tuple:
+    """(races, how many more were found) of one call: ``logs`` maps each
+    rank to its events, ``names`` each window buffer id to its name."""
+    replay = _Replay(logs, names)
+    replay.run()
+    races = list(replay.found.values())
+    return tuple(races[:MAX_REPORTED]), max(0, len(races) - MAX_REPORTED)
+
+
+__all__ = ["Access", "MAX_REPORTED", "Race", "find_races", "region_text"]

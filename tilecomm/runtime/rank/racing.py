@@ -1,0 +1,390 @@
+"""The race-checking rank context: what a dispatch of a ``RunConfig(
+detect_races=True)`` run runs with.
+
+Like tracing, the choice is made once per run by class (``artefacts.py``
+composes the recording classes a run asks for), so an unchecked run carries
+no test of any flag.  Every op this class overrides does what the next class
+does, and appends the facts the race check needs (``check/events.py``) to
+the rank's ``RaceLog``: each window access (which copy, which bytes, read /
+write / atomic, the user's line, the thread and task), each notify with its
+place in the cell's modification order, each satisfied wait and deferred
+condition with how much of that order it saw, each task's submission and
+predecessors, each collective's footprint and barriers, each dispatch's end.
+The controller replays the ranks' logs after the call (``check/races.py``).
+
+The modification order comes from the control plane's sequencer: a notify
+runs under its cell's stripe lock and takes the next number there; a wait,
+once satisfied, reads the count under the same lock.  That lock is the only
+thing a checked run adds to the synchronisation itself.
+
+What counts as an access of a window: ``pl.load`` / ``pl.store`` /
+``pl.read`` / ``pl.write`` and element assignment on an array of this rank's
+copy (a window view or an array cut from one), both sides of remote loads /
+stores and put / get, and the element ranges a collective reads and writes
+(``collectives/footprints.py``).
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, CLOSE, COND, DONE, MAIN, NOTIFY,
+                             READ, SUBMIT, WAIT, WRITE, byte_runs)
+from ...collectives import footprints
+from ...collectives.names import NAMES
+from ..control import stripe_of
+from .context import RankContext
+from .deps import Tracker, base_array
+from .tile.kernel_ops import arr, tile_valid
+from .tile.regions import element_index, region_index
+from .tracing import SourceLines
+from ..values import WindowView
+
+
+class RaceLog:
+    """A rank's events of one race-checking run."""
+
+    def __init__(self, rank: int, control, aborted_exc):
+        self.rank = rank
+        self.control, self.aborted_exc = control, aborted_exc
+        self.events: list = []
+        self.lines = SourceLines()
+        self.fname = "?"
+        self.names: dict = {}           # buffer id -> name
+        self.windows: list = []         # (first address, end, buffer id, owner, shape, itemsize)
+        self.calls: dict = {}           # signal buffer id -> collective calls on it
+        self.conds: dict = {}           # a deferred condition's cell handle -> (cell, line)
+
+    # ------------------------------------------------------------ dispatches
+    def begin_dispatch(self, fname: str, image, vals) -> None:
+        self.fname = fname
+        self.lines.follow(image)
+        for v in vals:
+            if isinstance(v, WindowView):
+                self.window(v)
+
+    def end_dispatch(self, seq: int) -> None:
+        self.events.append((DONE, MAIN, seq))
+
+    def window(self, view: WindowView) -> None:
+        """Know ``view``'s buffer, and where this rank's copy of it lies."""
+        b = view.buffer
+        if b.id in self.names:
+            return
+        self.names[b.id] = b.name
+        lo = view.local.__array_interface__["data"][0]
+        self.windows.append((lo, lo + b.nbytes, b.id, b.devices[view.rank], view.shape,
+                             view.local.itemsize))
+
+    # ------------------------------------------------------------ facts
+    def thread(self, ctx) -> tuple:
+        """(thread key, task name) of the code running on ``ctx``."""
+        t = ctx.task
+        if t is None:
+            return MAIN, self.fname
+        return (t.tid, ctx.block_idx), t.name
+
+    def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
+        """An access of ``view[idx]`` in member ``peer``'s copy."""
+        self.window(view)
+        local = view.local
+        base = local.__array_interface__["data"][0]
+        runs = byte_runs(local[idx] if idx else local, base)
+        thr, who = self.thread(ctx)
+        self.events.append((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs,
+                            kind, op, self.where(loc), who, view.shape, local.itemsize))
+
+    def local(self, ctx, region, kind, op, loc=-1) -> None:
+        """An access of ndarray ``region`` if it lies in this rank's copy of a
+        window (nothing otherwise)."""
+        if not isinstance(region, np.ndarray) or region.size == 0:
+            return
+        addr = region.__array_interface__["data"][0]
+        for lo, hi, bid, owner, shape, item in self.windows:
+            if lo <= addr < hi:
+                thr, who = self.thread(ctx)
+                self.events.append((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op,
+                                    self.where(loc), who, shape, item))
+                return
+
+    def where(self, loc=-1) -> str:
+        sp = self.lines.span(loc)
+        return f"{sp.file}:{sp.line}" if sp is not None else "?"
+
+    def sequenced(self, cell, op=None) -> tuple:
+        """(``op()``, its number in ``cell``'s modification order); with no op,
+        how many notifies into the cell have taken effect."""
+        return self.control.sequenced(stripe_of(cell), op, self.aborted_exc)
+
+    def conditions_held(self, task, conds, read) -> None:
+        """The deferred conditions of ``task`` all held when its body ended."""
+        for cell, expected, record in conds:
+            self.condition(task, cell, expected, record)
+
+    def condition(self, task, handle, expected, record) -> None:
+        key, line, label = self.conds.get(handle, (None, "?", "?"))
+        if key is None:
+            return
+        _, seen = self.sequenced(key)
+        self.events.append((COND, ("cond", task.tid), key, record.cmp, int(expected), seen, line,
+                            task.name, label))
+
+    def collective(self, ctx, name: str, operands, loc, host: bool) -> None:
+        """A collective call returned: its footprint, in order."""
+        signal = next(v for v in reversed(operands) if isinstance(v, WindowView))
+        steps = getattr(footprints, name)(*operands, host)
+        bid = signal.buffer.id
+        count = self.calls[bid] = self.calls.get(bid, 0) + 1
+        thr, who = self.thread(ctx)
+        line = self.where(loc)
+        op = f"pld.tensor.{name}"
+        for step in steps:
+            if step[0] == "barrier":
+                self.events.append((BARRIER, thr, (bid, count, step[1], step[2]), signal.nranks,
+                                    line, op))
+                continue
+            what, view, member, lo, hi = step
+            self.window(view)
+            item = view.local.itemsize
+            self.events.append((ACCESS, thr, (view.buffer.id, view.buffer.devices[member]),
+                                ((lo * item, hi * item),), READ if what == "read" else WRITE,
+                                op, line, who, view.shape, item))
+
+    def result(self) -> dict:
+        return {"rank": self.rank, "events": self.events, "names": self.names}
+
+
+def cell_key(view: WindowView, member, offsets) -> tuple:
+    """(buffer id, global rank of the copy, byte offset): one signal cell,
+    whichever rank names it."""
+    off = 0
+    for o, s in zip(offsets, view.strides):
+        off += int(o) * s
+    return view.buffer.id, view.buffer.devices[int(member)], off
+
+
+def cell_label(view: WindowView, member, offsets) -> str:
+    """A cell as the program names it: ``sig[1, 0] on rank 2``."""
+    return (f"{view.buffer.name}[{', '.join(str(int(o)) for o in offsets)}] on rank "
+            f"{view.buffer.devices[int(member)]}")
+
+
+def _clip(offsets, extents, shape) -> list:
+    """``extents`` cut at the array's edge (what a clamped / partial op moves)."""
+    ext = [max(0, min(int(e), d - int(o))) for o, e, d in zip(offsets, extents, shape)]
+    return ext
+
+
+class RacingScope:
+    """The scheduler as a checked dispatch's orchestration sees it: every
+    submission is recorded with its predecessors -- explicit ``deps=`` and
+    those inferred from the memory tasks touch, including tasks that have
+    already completed (the scheduler forgets those; a dependency on them
+    still orders)."""
+
+    __slots__ = ("inner", "log", "thread", "tracker", "tids")
+
+    def __init__(self, inner, log: RaceLog, thread):
+        self.inner, self.log, self.thread = inner, log, thread
+        self.tracker = Tracker()
+        self.tids: list = []
+
+    def submit(self, fn, args, name, loc, deps=(), acc=(), blocks=1, waiter=False,
+               manual=False):
+        tid = self.inner.submit(fn, args, name, loc, deps, acc, blocks, waiter, manual)
+        preds: set = set()
+        for d in deps:
+            for i in (d.ravel().tolist() if hasattr(d, "ravel") else (d,)):
+                if int(i) >= 1:
+                    preds.add(int(i))
+        node = _Node(tid)
+        found: set = set()
+        for value, mode, offs, ext in acc:
+            a = base_array(value)
+            if a is not None:
+                self.tracker.add(node, mode, a, offs, ext, not manual, found)
+        preds.update(p.tid for p in found if p is not node)
+        preds.discard(tid)
+        self.tids.append(tid)
+        self.log.events.append((SUBMIT, self.thread, tid, name, max(int(blocks), 0),
+                                tuple(sorted(preds)), self.log.where(loc)))
+        return tid
+
+    def close(self):
+        try:
+            return self.inner.close()
+        finally:
+            self.tracker.release_arrays()
+            self.log.events.append((CLOSE, self.thread, tuple(self.tids)))
+
+    def abandon(self, exc):
+        return self.inner.abandon(exc)
+
+
+class _Node:
+    __slots__ = ("tid", "accesses")
+
+    def __init__(self, tid):
+        self.tid, self.accesses = tid, []
+
+
+class RacingRankContext(RankContext):
+    """``RankContext`` that records for the race check (see the module doc).
+    Never built: a run switches the rank's context to a class with this one
+    among its bases and sets ``_races`` (a ``RaceLog``)."""
+
+    _races: RaceLog
+
+    def task_scope(self):
+        log = self._races
+        return RacingScope(super().task_scope(), log, log.thread(self)[0])
+
+    # ------------------------------------------------------------ local
+    def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
+        out = super().load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
+        a = arr(tensor)
+        ext = shapes if valid_shape is None else [min(int(v), int(s))
+                                                  for v, s in zip(valid_shape, shapes)]
+        idx = tuple(slice(int(o), int(o) + e) for o, e in zip(offsets, _clip(offsets, ext,
+                                                                            a.shape)))
+        self._races.local(self, a[idx], READ, "pl.load")
+        return out
+
+    def store(self, tile, offsets, output_tensor, shapes=None, atomic=0):
+        out = super().store(tile, offsets, output_tensor, shapes, atomic)
+        a = arr(output_tensor)
+        src = tile_valid(tile) if shapes is None else \
+            np.asarray(tile)[tuple(slice(0, int(s)) for s in shapes)]
+        ext = src.shape if src.ndim <= a.ndim else src.shape[-a.ndim:]
+        self._races.local(self, a[region_index(a, offsets, ext, "pl.store region")],
+                          ATOMIC if atomic else WRITE, "pl.store")
+        return out
+
+    def read(self, src, offset):
+        out = super().read(src, offset)
+        a = arr(src)
+        idx = element_index(a, offset, "pl.read")
+        self._races.local(self, a[tuple(slice(int(i), int(i) + 1) for i in idx)], READ,
+                          "pl.read")
+        return out
+
+    def write(self, dst, offset, value):
+        super().write(dst, offset, value)
+        a = arr(dst)
+        idx = element_index(a, offset, "pl.write")
+        self._races.local(self, a[tuple(slice(int(i), int(i) + 1) for i in idx)], WRITE,
+                          "pl.write")
+
+    def assign(self, base, items, value):
+        super().assign(base, items, value)
+        a = arr(base)
+        if isinstance(a, np.ndarray):
+            idx = tuple(i if isinstance(i, slice) else slice(int(i), int(i) + 1) for i in items)
+            self._races.local(self, a[idx], WRITE, "pl.assign")
+
+    # ------------------------------------------------------------ signals
+    def notify(self, target, peer, offsets, value, op):
+        cell = target.cells.get((peer, offsets))
+        if cell is None:
+            cell = self._cell(target, peer, offsets, "pld.system.notify")
+        log = self._races
+        key = cell_key(target, peer, offsets)
+        new, seq = log.sequenced(key, lambda: self._signal(cell, op, value))
+        thr, who = log.thread(self)
+        log.window(target)
+        log.events.append((NOTIFY, thr, key, int(op), int(value), int(new), seq, log.where(),
+                           who))
+        return new
+
+    def wait(self, signal, offsets, expected, cmp, _loc=-1):
+        super().wait(signal, offsets, expected, cmp, _loc)
+        log = self._races
+        key = cell_key(signal, signal.rank, offsets)
+        _, seen = log.sequenced(key)
+        thr, who = log.thread(self)
+        log.window(signal)
+        log.events.append((WAIT, thr, key, int(cmp), int(expected), seen, log.where(_loc), who,
+                           cell_label(signal, signal.rank, offsets)))
+
+    def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
+        super().defer_wait(signal, offsets, expected, cmp, _loc)
+        log = self._races
+        log.window(signal)
+        cell = signal.cells[(signal.rank, offsets)]
+        log.conds[cell] = (cell_key(signal, signal.rank, offsets), log.where(_loc),
+                           cell_label(signal, signal.rank, offsets))
+
+    def wait_cell(self, cell, cmp, expected, record):
+        super().wait_cell(cell, cmp, expected, record)
+        task = self.agent.task if self.agent is not None else None
+        if task is not None:
+            self._races.condition(task, cell, expected, record)
+
+    def wait_dispatch(self, rank: int, seq: int):
+        super().wait_dispatch(rank, seq)
+        self._races.events.append((AFTER, MAIN, int(rank), int(seq)))
+
+    # ------------------------------------------------------------ remote
+    def remote_load(self, target, peer, offsets, shape, valid_shape=None):
+        out = super().remote_load(target, peer, offsets, shape, valid_shape)
+        ext = shape if valid_shape is None else [min(int(v), int(s))
+                                                 for v, s in zip(valid_shape, shape)]
+        idx = tuple(slice(int(o), int(o) + e) for o, e in
+                    zip(offsets, _clip(offsets, ext, target.local.shape)))
+        self._races.remote(self, target, peer, idx, READ, "pld.tile.remote_load")
+        return out
+
+    def remote_store(self, src, target, peer, offsets, atomic=0):
+        super().remote_store(src, target, peer, offsets, atomic)
+        data = tile_valid(src) if hasattr(src, "valid") else np.asarray(arr(src))
+        if data.ndim > 2:
+            data = data.reshape(data.shape[-2:])
+        log = self._races
+        log.local(self, arr(src), READ, "pld.remote_store")
+        idx = region_index(target.local, offsets, data.shape, "remote_store region")
+        log.remote(self, target, peer, idx, ATOMIC if atomic else WRITE, "pld.remote_store")
+
+    def put(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, atomic=0,
+            chunk_rows=0, chunk_cols=0, pipeline=False):
+        super().put(dst, peer, src, dst_offsets, src_offsets, shape, atomic, chunk_rows,
+                    chunk_cols, pipeline)
+        _, idx, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets,
+                                   src_offsets, shape, True)
+        log = self._races
+        log.local(self, s, READ, "pld.tensor.put")
+        log.remote(self, dst, peer, idx, ATOMIC if atomic else WRITE, "pld.tensor.put")
+
+    def get(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, chunk_rows=0,
+            chunk_cols=0, pipeline=False):
+        super().get(dst, peer, src, dst_offsets, src_offsets, shape, chunk_rows, chunk_cols,
+                    pipeline)
+        _, idx, d = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets,
+                                   src_offsets, shape, False)
+        log = self._races
+        log.remote(self, src, peer, idx, READ, "pld.tensor.get")
+        log.local(self, d, WRITE, "pld.tensor.get")
+
+
+def _collective(name):
+    """The recording variant of collective ``name`` called in a kernel."""
+    sig = inspect.signature(getattr(RankContext, name))
+    params = [p for p in sig.parameters if p not in ("self", "_loc")]
+
+    def recorded(self, *args, **kw):
+        out = getattr(super(RacingRankContext, self), name)(*args, **kw)
+        bound = sig.bind(self, *args, **kw)
+        bound.apply_defaults()
+        a = bound.arguments
+        self._races.collective(self, name, [a[p] for p in params], a["_loc"], False)
+        return out
+
+    recorded.__name__ = name
+    return recorded
+
+
+for _name in NAMES:
+    setattr(RacingRankContext, _name, _collective(_name))
+
+
+__all__ = ["RaceLog", "RacingRankContext", "RacingScope", "cell_key"]
