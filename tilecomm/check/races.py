@@ -31,12 +31,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from .. import _native_core as native
 from ..errors import InternalError
 from ..waits import CMP_NAMES, holds
 from .events import (ACCESS, AFTER, ATOMIC, BARRIER, CLOSE, COND, CONFLICTS, DONE, KIND_NAMES,
                      MAIN, NOTIFY, SUBMIT, SYNC_READ, WAIT, WRITE, dominates)
 
-NOTIFY_ADD = 1          # transport.base.NOTIFY_ADD (this package imports no runtime)
+NOTIFY_ADD = native.OP_ADD       # a notify's op code (as transport.base names it)
 MAX_REPORTED = 10       # races listed in a report; the rest are counted
 
 
@@ -273,8 +274,10 @@ class _Replay:
         while progress:
             progress = False
             for t in list(self.threads.values()):
-                if not t.started and not self.start(t):
-                    continue
+                if not t.started:
+                    if not self.start(t):
+                        continue
+                    progress = True
                 while t.pos < len(t.events):
                     if not self.step(t, t.events[t.pos]):
                         break

@@ -151,7 +151,7 @@ class Scheduler:
         # beyond it waits (asleep, as an idle agent) for one to complete
         self.window = task_window
         self.contexts: list = []        # each thread's copy of the rank's context
-        self.cls = type(rc)             # the class the contexts have (a run's recording one)
+        self.cls = None                 # the class the contexts have (a run's recording one)
         self.held_hooks = ()            # the recorders told of conditions true at body end
 
     # ------------------------------------------------------------ dispatches
