@@ -394,13 +394,13 @@ class _Replay:
                                self.why(r, t, first, second))
 
     def why(self, r: _Shadow, t: _Thread, first: Access, second: Access) -> str:
-        head = (f"nothing orders {first} before {second}")
+        head = f"nothing orders {first} before {second}"
         a, b = r.thread.key, t.key
-        if a[0] == b[0] and (a[1] != MAIN or b[1] != MAIN):
-            names = [self.task_names.get((a[0], k[1][0]), "?") if k[1] != MAIN else "its "
-                     "orchestration" for k in (a, b)]
+        if a[0] == b[0]:
+            names = [self.task_names.get((a[0], k[1][0]), "?") if k[1] != MAIN else
+                     "the dispatch's own code" for k in (a, b)]
             return (f"{head}: on rank {a[0]}, '{names[0]}' and '{names[1]}' run concurrently "
-                    f"(no deps=, inferred dependency or wait orders them)")
+                    f"(no deps=, inferred dependency or deferred wait orders them)")
         # the second thread's last synchronisation before the access
         last = [x for x in t.acquires if x[0] <= t.pos]
         if not last:
@@ -408,15 +408,15 @@ class _Replay:
                     f"dependency) before its {second.op}")
         _, what, need = last[-1]
         if not need:
-            return f"{head}: the last synchronisation before it is {what}, which does not"
+            return f"{head}: the last synchronisation before the {second.op} is {what}"
         src = need[0]                       # the notify that made the condition true
         by = f"rank {src[4]}'s notify at {src[7]}"
-        if len(need) > 1:
-            by = (f"{len(need)} notifies ending with {by}" if any(n[4] != src[4] for n in need)
-                  else by)
         if (src[4], src[5]) == a:
             return f"{head}: {what} is satisfied by {by}, which comes before the {first.op}"
-        return f"{head}: {what} is satisfied by {by}, which {first.op} does not come before"
+        if len(need) > 1:
+            by = f"{len(need)} notifies, the last {by}"
+        return (f"{head}: {what} is satisfied by {by}; none of them is ordered after rank "
+                f"{a[0]}'s {first.op}")
 
 
 def find_races(logs: dict, names: dict) -> tuple:

@@ -1,0 +1,213 @@
+"""The race check's replay on hand-made event logs: which notifies a wait
+needs (Set, AtomicAdd prefix, Eq, a condition true before any notify), in
+either modification order; barriers, tasks, dispatch waits; the byte runs of
+regions; and the report's fields."""
+import numpy as np
+import pytest
+
+from tilecomm import _native_core as native
+from tilecomm.check.events import (ACCESS, AFTER, ATOMIC, BARRIER, CLOSE, COND, DONE, MAIN,
+                                   NOTIFY, READ, SUBMIT, WAIT, WRITE, byte_runs)
+from tilecomm.check.races import find_races, region_text
+from tilecomm.errors import DataRaceError, InternalError
+from tilecomm.waits import CMP_EQ, CMP_GE, CMP_GE_U
+
+ADD, SET = native.OP_ADD, native.OP_SET
+DATA = (7, 0)                       # buffer 7, rank 0's copy
+CELL = (8, 0, 0)                    # buffer 8, rank 0's copy, byte 0
+NAMES = {7: "data", 8: "sig"}
+
+
+def acc(thr, runs, kind, line, where=DATA, op=None):
+    op = op or ("pl.load" if kind == READ else "pld.remote_store")
+    return (ACCESS, thr, where, runs, kind, op, f"f.py:{line}", "k", (4, 8), 4)
+
+
+def notify(thr, op, value, result, seq, line, cell=CELL):
+    return (NOTIFY, thr, cell, op, value, result, seq, f"f.py:{line}", "k")
+
+
+def wait(thr, cmp, expected, seen, line, cell=CELL):
+    return (WAIT, thr, cell, cmp, expected, seen, f"f.py:{line}", "k", "sig[0] on rank 0")
+
+
+ROW0 = ((0, 32),)                   # row 0 of a [4, 8] float32 view
+ROW1 = ((32, 64),)
+
+
+def pairs(races):
+    return {frozenset(((r.first.rank, r.first.line), (r.second.rank, r.second.line)))
+            for r in races}
+
+
+def two_producers(first: int, threshold: int):
+    """Ranks 1 and 2 each store a row of rank 0's window and add 1 into its
+    counter; rank 0 waits ``Ge threshold`` and reads both rows.  ``first``:
+    the producer whose add took effect first."""
+    seq = {first: 1, 3 - first: 2}
+    logs = {
+        1: [acc(MAIN, ROW0, WRITE, 11), notify(MAIN, ADD, 1, seq[1], seq[1], 12)],
+        2: [acc(MAIN, ROW1, WRITE, 21), notify(MAIN, ADD, 1, seq[2], seq[2], 22)],
+        0: [wait(MAIN, CMP_GE, threshold, 2, 30), acc(MAIN, ROW0, READ, 31),
+            acc(MAIN, ROW1, READ, 32)],
+    }
+    return logs
+
+
+@pytest.mark.parametrize("first", [1, 2])
+def test_ge_1_on_two_adds_orders_after_the_first_producer_only(first):
+    races, omitted = find_races(two_producers(first, 1), NAMES)
+    late = 3 - first
+    assert omitted == 0
+    assert pairs(races) == {frozenset({(late, f"f.py:{late}1"), (0, f"f.py:3{late}")})}
+    (race,) = races
+    assert race.buffer == "data" and race.owner == 0
+    assert race.region == ("[0:1, 0:8]" if late == 1 else "[1:2, 0:8]")
+    assert race.second.kind == "read" and race.first.kind == "write"
+    assert f"rank {first}'s notify at f.py:{first}2" in race.why
+
+
+@pytest.mark.parametrize("first", [1, 2])
+def test_ge_2_needs_both_adds(first):
+    assert find_races(two_producers(first, 2), NAMES) == ((), 0)
+
+
+def test_a_set_orders_only_the_notify_whose_value_made_the_condition_true():
+    # rank 1 sets 1 after its store, rank 2 sets 2 after its store; rank 0
+    # waits Ge 1: the condition became true with rank 1's Set and stayed so
+    logs = {
+        1: [acc(MAIN, ROW0, WRITE, 11), notify(MAIN, SET, 1, 1, 1, 12)],
+        2: [acc(MAIN, ROW1, WRITE, 21), notify(MAIN, SET, 2, 2, 2, 22)],
+        0: [wait(MAIN, CMP_GE, 1, 2, 30), acc(MAIN, ROW0, READ, 31), acc(MAIN, ROW1, READ, 32)],
+    }
+    assert pairs(find_races(logs, NAMES)[0]) == {frozenset({(2, "f.py:21"), (0, "f.py:32")})}
+    # Eq 2: only rank 2's Set holds it
+    logs[0][0] = wait(MAIN, CMP_EQ, 2, 2, 30)
+    assert pairs(find_races(logs, NAMES)[0]) == {frozenset({(1, "f.py:11"), (0, "f.py:31")})}
+
+
+def test_a_wait_that_saw_more_than_it_needed_orders_after_what_it_needed():
+    # Eq 1 on a counter that went 1 (rank 1), then 2 (rank 2) before the
+    # waiter's count was read: the condition held at rank 1's add only
+    logs = {
+        1: [acc(MAIN, ROW0, WRITE, 11), notify(MAIN, ADD, 1, 1, 1, 12)],
+        2: [acc(MAIN, ROW1, WRITE, 21), notify(MAIN, ADD, 1, 2, 2, 22)],
+        0: [wait(MAIN, CMP_EQ, 1, 2, 30), acc(MAIN, ROW0, READ, 31), acc(MAIN, ROW1, READ, 32)],
+    }
+    assert pairs(find_races(logs, NAMES)[0]) == {frozenset({(2, "f.py:21"), (0, "f.py:32")})}
+
+
+def test_a_condition_true_before_any_notify_orders_nothing():
+    logs = {
+        1: [acc(MAIN, ROW0, WRITE, 11), notify(MAIN, ADD, 1, 6, 1, 12)],   # 5 -> 6
+        0: [wait(MAIN, CMP_GE, 5, 1, 30), acc(MAIN, ROW0, READ, 31)],
+    }
+    assert pairs(find_races(logs, NAMES)[0]) == {frozenset({(1, "f.py:11"), (0, "f.py:31")})}
+
+
+def test_an_add_needs_every_add_back_to_the_last_set():
+    # a reset (Set 0) by rank 0, then adds by ranks 1 and 2; Ge 2 needs both
+    # adds and the reset, not rank 3's add from before the reset
+    logs = {
+        3: [acc(MAIN, ROW1, WRITE, 41), notify(MAIN, ADD, 1, 1, 1, 42)],
+        0: [wait(MAIN, CMP_GE, 1, 1, 29), notify(MAIN, SET, 0, 0, 2, 30),
+            wait(MAIN, CMP_GE, 2, 4, 33), acc(MAIN, ROW0, READ, 34), acc(MAIN, ROW1, READ, 35)],
+        1: [acc(MAIN, ROW0, WRITE, 11), notify(MAIN, ADD, 1, 1, 3, 12)],
+        2: [acc(MAIN, ((64, 96),), WRITE, 21), notify(MAIN, ADD, 1, 2, 4, 22)],
+    }
+    assert find_races(logs, NAMES) == ((), 0)
+
+
+def test_atomic_adds_do_not_race_and_a_plain_store_does():
+    one = ((0, 4),)
+    logs = {r: [acc(MAIN, one, ATOMIC, 10 + r)] for r in range(3)}
+    assert find_races(logs, NAMES) == ((), 0)
+    logs[3] = [acc(MAIN, one, WRITE, 13)]
+    assert pairs(find_races(logs, NAMES)[0]) == {
+        frozenset({(r, f"f.py:{10 + r}"), (3, "f.py:13")}) for r in range(3)}
+
+
+def test_a_plain_read_of_a_signal_cell_races_with_a_notify_into_it():
+    cell_data = (8, 0)
+    logs = {1: [notify(MAIN, SET, 1, 1, 1, 12)],
+            0: [acc(MAIN, ((0, 4),), READ, 30, where=cell_data, op="pl.read")]}
+    (race,) = find_races(logs, NAMES)[0]
+    assert {race.first.op, race.second.op} == {"pld.system.notify", "pl.read"}
+    # after a wait the notify satisfied, it is ordered
+    logs[0].insert(0, wait(MAIN, CMP_GE, 1, 1, 29))
+    assert find_races(logs, NAMES) == ((), 0)
+
+
+def test_a_barrier_orders_what_comes_before_any_arrival_before_any_departure():
+    key = (8, 1, 0, 1)
+    before = {1: [acc(MAIN, ROW0, WRITE, 11), (BARRIER, MAIN, key, 2, "f.py:12", "pld.tensor.barrier")],
+              0: [(BARRIER, MAIN, key, 2, "f.py:30", "pld.tensor.barrier"), acc(MAIN, ROW0, READ, 31)]}
+    assert find_races(before, NAMES) == ((), 0)
+    after = {1: [(BARRIER, MAIN, key, 2, "f.py:12", "pld.tensor.barrier"), acc(MAIN, ROW0, WRITE, 13)],
+             0: [(BARRIER, MAIN, key, 2, "f.py:30", "pld.tensor.barrier"), acc(MAIN, ROW0, READ, 31)]}
+    assert pairs(find_races(after, NAMES)[0]) == {frozenset({(1, "f.py:13"), (0, "f.py:31")})}
+
+
+def test_tasks_are_ordered_by_their_predecessors_and_the_scope_end():
+    def log(preds):
+        return {0: [(SUBMIT, MAIN, 1, "a", 1, (), "f.py:1"),
+                    (SUBMIT, MAIN, 2, "b", 1, preds, "f.py:2"),
+                    acc((1, 0), ROW0, WRITE, 10), acc((2, 0), ROW0, WRITE, 20),
+                    (CLOSE, MAIN, (1, 2)), acc(MAIN, ROW0, READ, 30)]}
+    assert find_races(log((1,)), NAMES) == ((), 0)
+    (race,) = find_races(log(()), NAMES)[0]
+    assert pairs([race]) == {frozenset({(0, "f.py:10"), (0, "f.py:20")})}
+    assert "'a' and 'b' run concurrently" in race.why
+
+
+def test_a_deferred_condition_orders_the_waiter_tasks_dependents():
+    def log(cond_line):
+        rank0 = [(SUBMIT, MAIN, 1, "waiter", 1, (), "f.py:1"),
+                 (SUBMIT, MAIN, 2, "consumer", 1, (1,), "f.py:2"),
+                 acc((2, 0), ROW0, READ, 20), (CLOSE, MAIN, (1, 2))]
+        if cond_line:
+            rank0.append((COND, ("cond", 1), CELL, CMP_GE_U, 1, 1, "f.py:5", "waiter", "sig"))
+        return {0: rank0, 1: [acc(MAIN, ROW0, WRITE, 11), notify(MAIN, SET, 1, 1, 1, 12)]}
+    assert find_races(log(True), NAMES) == ((), 0)
+    assert pairs(find_races(log(False), NAMES)[0]) == {frozenset({(1, "f.py:11"),
+                                                                  (0, "f.py:20")})}
+
+
+def test_a_dispatch_that_waits_for_another_ranks_dispatch_is_ordered_after_it():
+    logs = {1: [acc(MAIN, ROW0, WRITE, 11), (DONE, MAIN, 1)],
+            0: [(AFTER, MAIN, 1, 1), acc(MAIN, ROW0, READ, 31), (DONE, MAIN, 1)]}
+    assert find_races(logs, NAMES) == ((), 0)
+    del logs[0][0]
+    assert len(find_races(logs, NAMES)[0]) == 1
+
+
+def test_a_wait_whose_notify_was_not_recorded_is_an_internal_error():
+    # rank 0's wait needs rank 1's notify, which comes after a barrier
+    # rank 0 never reaches: no order of the threads replays it
+    logs = {0: [wait(MAIN, CMP_GE, 1, 1, 30)],
+            1: [(BARRIER, MAIN, (1, 1, 0, 1), 2, "f.py:1", "pld.tensor.barrier"),
+                notify(MAIN, SET, 1, 1, 1, 12)]}
+    with pytest.raises(InternalError):
+        find_races(logs, NAMES)
+
+
+def test_the_report_lists_a_limited_number_and_counts_the_rest():
+    logs = {r: [acc(MAIN, ((4 * r, 4 * r + 4),), WRITE, r)] for r in range(1, 14)}
+    logs[0] = [acc(MAIN, ((0, 64),), READ, 99)]
+    races, omitted = find_races(logs, NAMES)
+    assert len(races) == 10 and omitted == 3
+    err = DataRaceError(races, omitted)
+    assert err.code == "TC601" and err.races == races and err.omitted == 3
+    assert "13 data race(s)" in str(err) and "... and 3 more" in str(err)
+
+
+def test_byte_runs_and_region_text():
+    a = np.zeros((4, 8), np.float32)
+    base = a.__array_interface__["data"][0]
+    assert byte_runs(a[1:3], base) == ((32, 96),)
+    assert byte_runs(a[1:3, 2:5], base) == ((40, 52), (72, 84))
+    assert byte_runs(a[:, 3], base) == tuple((32 * i + 12, 32 * i + 16) for i in range(4))
+    assert byte_runs(a[2:2], base) == ()
+    assert region_text([(40, 52), (72, 84)], (4, 8), 4) == "[1:3, 2:5]"
+    assert region_text([(32, 96)], (4, 8), 4) == "[1:3, 0:8]"
+    assert region_text([(36, 40)], (4, 8), 4) == "[1:2, 1:2]"
