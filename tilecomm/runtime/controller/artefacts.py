@@ -15,8 +15,7 @@ import time
 
 from ...check.races import find_races
 from ...dfx import trace as T
-from ...errors import ConfigError, DataRaceError, RuntimeFault
-from ..config import MPI_TRANSPORT
+from ...errors import DataRaceError, RuntimeFault
 from ..messages import BeginRun, Files
 from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
@@ -24,14 +23,9 @@ from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, d
 from ..rank.tracing import pid_of
 
 
-def race_dir(config) -> str:
-    """A private directory for the ranks' race logs of one run."""
-    if config.resolved_transport() == MPI_TRANSPORT:
-        raise ConfigError("RunConfig.detect_races runs on the 'shm' and 'copy' transports; the "
-                          "'mpi' transport's processes share no control block to order notifies "
-                          "in", code="TC402",
-                          hint="check the program on one machine (TILECOMM_TRANSPORT=shm), then "
-                               "run it under MPI without detect_races")
+def race_dir() -> str:
+    """A private directory for the ranks' race logs of one run (the MPI
+    transport refuses detection: ``RunConfig.resolved_transport``)."""
     return tempfile.mkdtemp(prefix="tilecomm-races-")
 
 
@@ -52,7 +46,7 @@ class RunArtefacts:
         if not config.dfx_enabled:
             if not races:
                 return None
-            return cls(DfxSettings(None, 0, 0, False, False, 0, "", race_dir(config)),
+            return cls(DfxSettings(None, 0, 0, False, False, 0, "", race_dir()),
                        executable.world)
         out = getattr(executable, "output_dir", None)
         if not out:
@@ -74,7 +68,7 @@ class RunArtefacts:
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
                                time.perf_counter_ns(), os.path.basename(out),
-                               race_dir(config) if races else None)
+                               race_dir() if races else None)
         return cls(settings, executable.world)
 
     def races(self):

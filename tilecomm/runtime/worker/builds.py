@@ -214,9 +214,11 @@ class LoadedProgram:
         return DistributedWorker(self, config, **options)
 
 
-def from_dir(output_dir, *, platform=None, backend_type=None, distributed_config=None):
+def from_dir(output_dir, *, platform=None, backend_type=None, distributed_config=None,
+             detect_races=None):
     """A build kept under ``output_dir``, ready to run without recompiling.
-    ``platform`` / ``distributed_config``, when given, must match the build."""
+    ``platform`` / ``distributed_config``, when given, must match the build;
+    ``detect_races``: ``RunConfig.detect_races`` of its calls."""
     output_dir = os.fspath(output_dir)
     meta_path = os.path.join(output_dir, META)
     if not os.path.exists(meta_path):
@@ -235,14 +237,16 @@ def from_dir(output_dir, *, platform=None, backend_type=None, distributed_config
         raise ConfigError(f"the build in {output_dir!r} is for {meta['world']} rank(s); "
                           f"distributed_config has {dc.world_size}", code="TC401")
     loaded = LoadedProgram(output_dir, RunConfig(platform=meta["platform"],
-                                                 distributed_config=dc), meta)
+                                                 distributed_config=dc,
+                                                 detect_races=detect_races), meta)
     return loaded
 
 
 def execute_distributed_compiled(output_dir, args, config=None, *, platform=None,
-                                 distributed_config=None):
+                                 distributed_config=None, detect_races=None):
     """``from_dir(output_dir)`` and one call with ``args``."""
-    program = from_dir(output_dir, platform=platform, distributed_config=distributed_config)
+    program = from_dir(output_dir, platform=platform, distributed_config=distributed_config,
+                       detect_races=detect_races)
     return program(*args, config=config)
 
 
