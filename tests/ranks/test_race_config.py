@@ -1,5 +1,6 @@
 """Turning the race check on: RunConfig.detect_races and its checks, the
-refusal on the MPI transport, a reloaded build's ``detect_races=``, and a
+refusal where notifies cannot be numbered, a reloaded build's
+``detect_races=``, and a
 run that checks races while it traces and dumps arguments (one recording
 class composed of the three: every recorder sees every op)."""
 import glob
@@ -16,6 +17,7 @@ from programs_prims import line_of
 from tilecomm.compiler import CompiledProgram
 from tilecomm.errors import ConfigError, DataRaceError
 from tilecomm.runtime import RunConfig
+from tilecomm.runtime.controller.artefacts import RunArtefacts
 from tilecomm.runtime.rank.argdumps import DumpingRankContext
 from tilecomm.runtime.rank.artefacts import recording_class
 from tilecomm.runtime.rank.context import RankContext
@@ -83,16 +85,15 @@ def test_the_environment_variable_is_0_or_1_and_an_explicit_setting_wins(monkeyp
         RunConfig().races_enabled
 
 
-def test_the_mpi_transport_refuses_detection_before_any_rank_starts(monkeypatch):
-    with pytest.raises(ConfigError, match="'shm' and 'copy' transports") as ei:
-        RunConfig(transport="mpi", detect_races=True)
-    assert ei.value.code == "TC402" and ei.value.span.file == __file__
-    # chosen through the environment: refused when the call starts
-    monkeypatch.setenv("TILECOMM_TRANSPORT", "mpi")
-    xs, ys = inputs(2)
-    with pytest.raises(ConfigError, match="'shm' and 'copy' transports"):
-        early_main(xs, ys, config=config_for(2, detect_races=True))
-    assert not ys.any()
+def test_a_control_block_without_a_sequencer_refuses_the_check_before_the_run():
+    """(Under MPI across nodes the control block is reached over RMA:
+    tests/mpi/test_mpi_races.py runs it.)"""
+    class Remote:
+        sequences = False
+    with pytest.raises(ConfigError, match="every rank on one machine") as ei:
+        RunArtefacts.begin(None, RunConfig(detect_races=True), Remote())
+    assert ei.value.code == "TC402"
+    assert RunArtefacts.begin(None, RunConfig(), Remote()) is None
 
 
 # ------------------------------------------------------------------ composition

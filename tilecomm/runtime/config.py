@@ -110,7 +110,8 @@ class RunConfig:
                        that no notify / wait, collective or task dependency
                        orders) and raise ``DataRaceError`` after writing the
                        results back.  None (default): $TILECOMM_DETECT_RACES=1
-                       turns it on.  Runs on the "shm" and "copy" transports.
+                       turns it on.  Runs on every transport whose ranks share one
+                       machine (on MPI: every process on one node).
     """
 
     platform: str = "cpu"
@@ -174,8 +175,6 @@ class RunConfig:
         if self.transport is not None and self.transport not in ALL_TRANSPORTS:
             raise ConfigError(f"RunConfig.transport must be one of {list(ALL_TRANSPORTS)}, got "
                               f"{self.transport!r}", code="TC402")
-        if self.detect_races and self.transport == MPI_TRANSPORT:
-            raise races_refused(_user_span())
 
     @property
     def races_enabled(self) -> bool:
@@ -193,14 +192,10 @@ class RunConfig:
     def resolved_transport(self) -> str:
         if self.transport is not None:
             return self.transport
-        env = from_env()
-        name = env.get("transport") or "shm"
+        name = from_env().get("transport") or "shm"
         if name not in ALL_TRANSPORTS:
             raise ConfigError(f"TILECOMM_TRANSPORT must be one of {list(ALL_TRANSPORTS)}, got "
                               f"{name!r}", code="TC402")
-        if name == MPI_TRANSPORT and (self.detect_races or self.detect_races is None and
-                                      env.get("detect_races")):
-            raise races_refused()
         return name
 
     def resolved_task_window(self) -> int | None:
@@ -227,16 +222,6 @@ class RunConfig:
             return self.cache_dir
         return from_env().get("cache_dir") or os.path.join(
             os.path.expanduser("~"), ".cache", "tilecomm")
-
-
-def races_refused(span=None) -> ConfigError:
-    """Race detection on the MPI transport (its processes share no control
-    block to number notifies in)."""
-    return ConfigError("RunConfig.detect_races runs on the 'shm' and 'copy' transports; the "
-                       "'mpi' transport's processes share no control block to order notifies "
-                       "in", code="TC402", span=span,
-                       hint="check the program on one machine (TILECOMM_TRANSPORT=shm), then run "
-                            "it under MPI without detect_races")
 
 
 RING_FIELDS = ("ring_task_window", "ring_heap", "ring_dep_pool")

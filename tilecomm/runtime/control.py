@@ -161,13 +161,16 @@ class ControlPlane(ABC):
 
     # -- the sequencer of a race-checking run: notifies into one signal cell
     # are numbered in the order they take effect (the cell's modification
-    # order), and a wait learns how much of it it has seen
+    # order), and a wait learns how much of it it has seen.  Only a control
+    # block every rank maps has one (``sequences``): a run checks before any
+    # rank starts.
+    sequences = False
+
     def sequenced(self, stripe: int, op, aborted) -> tuple:
         """Run ``op()`` (None: nothing) as the next event of ``stripe``'s
         order: (its result, the number of ops run in the stripe so far)."""
-        raise RuntimeFault("race detection needs the ranks' control block in shared memory; "
-                           "this control plane has none", code="TC402",
-                           hint="run with RunConfig(transport='shm') or 'copy'")
+        raise RuntimeFault("this control plane has no sequencer (ControlPlane.sequences)",
+                           code="TC402")
 
     @abstractmethod
     def write_area(self, rank: int, data: bytes) -> None:
@@ -222,6 +225,8 @@ def control_size(world: int) -> int:
 
 
 class ShmControlPlane(ControlPlane):
+    sequences = True
+
     def __init__(self, segment, world: int):
         self.segment = segment
         self.base = segment.addr

@@ -54,7 +54,7 @@ import sys
 
 import numpy as np
 
-from ...errors import ConfigError, RankFailure
+from ...errors import ConfigError, DataRaceError, RankFailure
 from .transport import MpiHost
 from .comm import require_mpi, unlink_backing_file
 from . import jobwatch
@@ -207,7 +207,11 @@ class MpiBackend(Backend):
             if launcher.stuck:
                 self._give_up(e, launcher)
             self._withdraw()
-            self._bcast(("error", _portable(e)))
+            # a race report comes with the results (written back on process 0)
+            raced = isinstance(e, DataRaceError)
+            self._bcast(("raced" if raced else "error", _portable(e)))
+            if raced:
+                self._send_outputs(executable, args)
             try:
                 e.raised_on_every_process = True  # no reason to abort the job (jobwatch)
             except (AttributeError, TypeError):
@@ -219,10 +223,22 @@ class MpiBackend(Backend):
         self._withdraw()
         held = len(ranks.persistent) if ranks.persistent is not None else 0
         self._bcast(("ok", (_result_indices(result, args), held)))
+        self._send_outputs(executable, args)
+        return result
+
+    def _send_outputs(self, executable, args):
         for i in _outputs(executable, args):
             a = np.ascontiguousarray(to_numpy(args[i]))
             self.job.comm.Bcast(_raw(a), root=0)
-        return result
+
+    def _receive_outputs(self, executable, args):
+        """Process 0's outputs, into this process's arrays (``_send_outputs``)."""
+        for i in _outputs(executable, args):
+            a = to_numpy(args[i])
+            buf = a if a.flags.c_contiguous else np.empty(a.shape, a.dtype)
+            self.job.comm.Bcast(_raw(buf), root=0)
+            if buf is not a:
+                np.copyto(a, buf)
 
     def _give_up(self, error, launcher):
         lines = [f"tilecomm: rank(s) {launcher.stuck} did not stop after the call ended; "
@@ -260,15 +276,14 @@ class MpiBackend(Backend):
         if kind == "error":
             _brief_replicas(self.job.me)
             raise _rebuild(payload)
+        if kind == "raced":                # an error that comes with the results
+            self._receive_outputs(executable, args)
+            _brief_replicas(self.job.me)
+            raise _rebuild(payload)
         payload, held = payload
         if ranks.persistent is not None:      # process 0 holds the domains: its count
             ranks.persistent.held_by_controller = held
-        for i in _outputs(executable, args):
-            a = to_numpy(args[i])
-            buf = a if a.flags.c_contiguous else np.empty(a.shape, a.dtype)
-            comm.Bcast(_raw(buf), root=0)
-            if buf is not a:
-                np.copyto(a, buf)
+        self._receive_outputs(executable, args)
         if payload is None:
             return None
         if isinstance(payload, tuple):

@@ -15,7 +15,7 @@ import time
 
 from ...check.races import find_races
 from ...dfx import trace as T
-from ...errors import DataRaceError, RuntimeFault
+from ...errors import ConfigError, DataRaceError, RuntimeFault
 from ..messages import BeginRun, Files
 from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
@@ -38,11 +38,19 @@ class RunArtefacts:
         self.trace_path = None
 
     @classmethod
-    def begin(cls, executable, config):
+    def begin(cls, executable, config, control):
         """Before the run touches any rank: None when ``config`` asks for no
         artefact and no race check (the common case); otherwise clear the
         stale output (a directory that cannot be written fails here)."""
         races = config.races_enabled
+        if races and not control.sequences:
+            raise ConfigError("RunConfig.detect_races needs every rank on one machine: this "
+                              "job's control block is reached over MPI RMA (ranks on several "
+                              "nodes, or TILECOMM_MPI_DIRECT=0), where notifies cannot be "
+                              "numbered in the order they take effect", code="TC402",
+                              hint="check the program with its ranks on one node (or on the "
+                                   "shm transport), then run it across nodes without "
+                                   "detect_races")
         if not config.dfx_enabled:
             if not races:
                 return None

@@ -109,7 +109,7 @@ class Run:
         ``prepare``."""
         # None unless the config asks; an unwritable directory fails here,
         # before anything touches the ranks
-        self.artefacts = RunArtefacts.begin(self.executable, self.config)
+        self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control)
         try:
             self.prepare(idle, reset_control)
             host_vals, copies = self.share(args)

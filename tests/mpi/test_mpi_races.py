@@ -1,0 +1,30 @@
+"""The race check under mpiexec: with every process on one node the control
+block is shared memory, so notifies are numbered as on the shm transport and
+every process raises the same DataRaceError, holding the call's outputs;
+reached over RMA (across nodes) the check is refused, on every process,
+before any rank runs."""
+import pytest
+
+from mpi_jobs import requires_mpi, run_mpi, script
+
+pytestmark = requires_mpi
+RACES = script("races.py")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_process_raises_the_race_and_holds_the_outputs(n):
+    run = run_mpi(n, [RACES, "race", str(n)], timeout=180)
+    assert run.returncode == 0, run.output
+    assert run.rank_out == [f"RACED {r} {n}\n" for r in range(n)], run.output
+
+
+def test_the_fixed_program_is_clean_under_mpi():
+    run = run_mpi(2, [RACES, "clean", "2"], timeout=180)
+    assert run.returncode == 0, run.output
+    assert run.rank_out == [f"CLEAN {r}\n" for r in range(2)], run.output
+
+
+def test_a_control_block_over_rma_refuses_the_check_on_every_process():
+    run = run_mpi(2, [RACES, "nodes", "2"], timeout=180, env={"TILECOMM_MPI_DIRECT": "0"})
+    assert run.returncode == 0, run.output
+    assert run.rank_out == [f"REFUSED {r}\n" for r in range(2)], run.output
