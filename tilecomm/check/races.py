@@ -179,6 +179,7 @@ class _Replay:
         self.done_vc: dict = {}            # (rank, task id) -> clock at its completion
         self.dispatch_vc: dict = {}        # (rank, seq) -> clock at the dispatch's end
         self.notify_vc: dict = {}          # (cell, seq) -> clock of that notify
+        self.prefix: dict = {}             # cell -> [running join of its history's clocks]
         self.history: dict = {}            # cell -> [(seq, op, value, result, rank, thread, pos,
         #                                              line)] in modification order
         self.barriers: dict = {}           # key -> [threads arrived]
@@ -194,40 +195,61 @@ class _Replay:
         self.seqs = {c: [x[0] for x in h] for c, h in self.history.items()}
 
     # -------------------------------------------------------------- waits
-    def needed(self, cell, cmp, expected, seen) -> list:
-        """The notifies (entries of the cell's history) a satisfied condition
-        needs, given that the waiter saw the first ``seen`` of them."""
+    def needed(self, cell, cmp, expected, seen):
+        """The index in the cell's history of the notify that made a satisfied
+        condition true (the waiter saw the first ``seen`` notifies); None if
+        it held before any notify of the call."""
         h = self.history.get(cell, [])
         i = bisect_right(self.seqs.get(cell, ()), seen) - 1
         while i >= 0 and not holds(cmp, h[i][3], expected):
             i -= 1                         # saw more than it needed: back to a true point
         if i < 0:
-            return []
+            return None
         j = i
         while j > 0 and holds(cmp, h[j - 1][3], expected):
             j -= 1
         if j == 0 and h[0][1] == NOTIFY_ADD and holds(cmp, h[0][3] - h[0][2], expected):
-            return []                      # true before any notify of this call
-        need = [h[j]]
-        if h[j][1] == NOTIFY_ADD:          # the sum needs every add since the last Set
-            k = j - 1
-            while k >= 0:
-                need.append(h[k])
-                if h[k][1] != NOTIFY_ADD:
-                    break
-                k -= 1
-        return need
+            return None                    # true before any notify of this call
+        return j
+
+    def prefix_clock(self, cell, j):
+        """The join of the clocks of the notifies condition index ``j`` needs:
+        notify ``j`` and, if it is an AtomicAdd, every notify back to the last
+        Set before it (the shortest prefix whose sum gives the value).  None
+        until all of them are replayed.  Kept per cell as a running join,
+        restarted at each Set, so a counter waited on in a loop costs one
+        join per wait, not one per notify it ever received."""
+        h = self.history[cell]
+        done = self.prefix.setdefault(cell, [])
+        while len(done) <= j:
+            k = len(done)
+            vc = self.notify_vc.get((cell, h[k][0]))
+            if vc is None:
+                return None
+            if h[k][1] == NOTIFY_ADD and k > 0:
+                vc = dict(vc)
+                _join(vc, done[k - 1])
+            done.append(vc)
+        return done[j]
+
+    def satisfied(self, ev):
+        """(the clock a satisfied wait / condition ``ev`` acquires, the
+        history entry that made it true or None); (None, None) until the
+        notifies it needs are replayed."""
+        cell = ev[2]
+        j = self.needed(cell, ev[3], ev[4], ev[5])
+        if j is None:
+            return {}, None
+        vc = self.prefix_clock(cell, j)
+        return (None, None) if vc is None else (vc, (self.history[cell][j], j))
 
     def acquire(self, t: _Thread, ev, what: str) -> bool:
-        cell, cmp, expected, seen = ev[2], ev[3], ev[4], ev[5]
-        need = self.needed(cell, cmp, expected, seen)
-        clocks = [self.notify_vc.get((cell, n[0])) for n in need]
-        if any(c is None for c in clocks):
+        vc, src = self.satisfied(ev)
+        if vc is None:
             return False
-        for c in clocks:
-            _join(t.vc, c)
-        t.acquires.append((t.pos, f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(cmp, cmp)} "
-                                  f"{expected})", need))
+        _join(t.vc, vc)
+        t.acquires.append((t.pos, f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(ev[3], ev[3])} "
+                                  f"{ev[4]})", src))
         return True
 
     # -------------------------------------------------------------- tasks
@@ -245,12 +267,10 @@ class _Replay:
                 return None
             _join(vc, t.vc)
         for ev in self.conds.get(key, ()):
-            need = self.needed(ev[2], ev[3], ev[4], ev[5])
-            clocks = [self.notify_vc.get((ev[2], n[0])) for n in need]
-            if any(c is None for c in clocks):
+            got, _ = self.satisfied(ev)
+            if got is None:
                 return None
-            for c in clocks:
-                _join(vc, c)
+            _join(vc, got)
         self.done_vc[key] = vc
         return vc
 
@@ -321,7 +341,7 @@ class _Replay:
                 return False
             for v in vcs:
                 _join(t.vc, v)
-            t.acquires.append((t.pos, f"the end of rank {rank}'s task scope", []))
+            t.acquires.append((t.pos, f"the end of rank {rank}'s task scope", None))
         elif kind == BARRIER:
             return self.barrier(t, ev)
         elif kind == DONE:
@@ -351,7 +371,7 @@ class _Replay:
         for m in arrived:
             m.vc = dict(vc)
             m.acquires.append((m.pos, f"rank {m.key[0]}'s {ev[5]} at {ev[4]} (a barrier of "
-                                      f"{members})", []))
+                                      f"{members})", None))
             if m is not t:
                 m.pos += 1                 # the others resume past it on their next turn
         del self.barriers[key]
@@ -406,15 +426,15 @@ class _Replay:
         if not last:
             return (f"{head}: rank {b[0]} waits for nothing (no wait, collective or task "
                     f"dependency) before its {second.op}")
-        _, what, need = last[-1]
-        if not need:
+        _, what, made = last[-1]
+        if made is None:
             return f"{head}: the last synchronisation before the {second.op} is {what}"
-        src = need[0]                       # the notify that made the condition true
+        src, j = made                       # the notify that made the condition true
         by = f"rank {src[4]}'s notify at {src[7]}"
         if (src[4], src[5]) == a:
             return f"{head}: {what} is satisfied by {by}, which comes before the {first.op}"
-        if len(need) > 1:
-            by = f"{len(need)} notifies, the last {by}"
+        if src[1] == NOTIFY_ADD and j > 0:
+            by = f"the AtomicAdds up to {by}"
         return (f"{head}: {what} is satisfied by {by}; none of them is ordered after rank "
                 f"{a[0]}'s {first.op}")
 

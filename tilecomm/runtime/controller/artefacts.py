@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import glob
 import os
-import pickle
 import re
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from ..messages import BeginRun, Files
 from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
                               dispatch_trace_name, race_log_path)
+from ..rank.racing import read_log
 from ..rank.tracing import pid_of
 
 
@@ -86,10 +86,8 @@ class RunArtefacts:
             return None
         logs, names = {}, {}
         for r in range(self.world):
-            with open(race_log_path(self.settings, r), "rb") as f:
-                got = pickle.load(f)
-            logs[r] = got["events"]
-            names.update(got["names"])
+            logs[r], got = read_log(race_log_path(self.settings, r))
+            names.update(got)
         found, omitted = find_races(logs, names)
         return DataRaceError(found, omitted) if found else None
 

@@ -59,7 +59,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pickle
 import shutil
 import tempfile
 import time
@@ -166,7 +165,8 @@ class RankArtefacts:
             self.task_dumps = rc._dumps = TaskDumps()
         self.races = None
         if settings.races:
-            self.races = rc._races = RaceLog(rank, rc.control, rc._aborted_exc)
+            self.races = rc._races = RaceLog(rank, rc.control, rc._aborted_exc,
+                                             race_log_path(settings, rank))
         # the recording variant, chosen once for the run (see tracing.py)
         if self.rec is not None or self.task_dumps is not None or self.races is not None:
             rc.__class__ = recording_class(self.task_dumps is not None, self.rec is not None,
@@ -234,8 +234,7 @@ class RankArtefacts:
                 for dt in rec.dispatches:
                     self._write_dispatch(dt, lines.get(dt.k))
             if self.races is not None:
-                with open(race_log_path(self.s, self.rank), "wb") as f:
-                    pickle.dump(self.races.result(), f, protocol=pickle.HIGHEST_PROTOCOL)
+                self.races.finish()
         except OSError as e:
             raise unwritable(self.s.races if self.races is not None else self.s.root, e) \
                 from None

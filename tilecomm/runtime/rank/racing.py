@@ -26,6 +26,8 @@ stores and put / get, and the element ranges a collective reads and writes
 from __future__ import annotations
 
 import inspect
+import pickle
+import threading
 
 import numpy as np
 
@@ -42,12 +44,24 @@ from .tracing import SourceLines
 from ..values import WindowView
 
 
-class RaceLog:
-    """A rank's events of one race-checking run."""
+# events a rank keeps in memory before it appends them to its log file
+# (~300 bytes each in memory, ~35 on disk)
+SPILL_EVENTS = 1 << 16
 
-    def __init__(self, rank: int, control, aborted_exc):
+
+class RaceLog:
+    """A rank's events of one race-checking run, appended from every thread
+    of the rank (under ``lock``) and written to ``path`` in chunks of
+    ``SPILL_EVENTS``, so a long call holds a bounded part of them in memory.
+    An access that repeats its thread's previous event exactly (a loop
+    reading one tile with no synchronisation between) is kept once."""
+
+    def __init__(self, rank: int, control, aborted_exc, path: str):
         self.rank = rank
         self.control, self.aborted_exc = control, aborted_exc
+        self.path = path
+        self.lock = threading.Lock()
+        self.last: dict = {}            # thread -> its last event
         self.events: list = []
         self.lines = SourceLines()
         self.fname = "?"
@@ -65,7 +79,7 @@ class RaceLog:
                 self.window(v)
 
     def end_dispatch(self, seq: int) -> None:
-        self.events.append((DONE, MAIN, seq))
+        self.add((DONE, MAIN, seq))
 
     def window(self, view: WindowView) -> None:
         """Know ``view``'s buffer, and where this rank's copy of it lies."""
@@ -92,7 +106,7 @@ class RaceLog:
         base = local.__array_interface__["data"][0]
         runs = byte_runs(local[idx] if idx else local, base)
         thr, who = self.thread(ctx)
-        self.events.append((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs,
+        self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs,
                             kind, op, self.where(loc), who, view.shape, local.itemsize))
 
     def local(self, ctx, region, kind, op, loc=-1) -> None:
@@ -104,7 +118,7 @@ class RaceLog:
         for lo, hi, bid, owner, shape, item in self.windows:
             if lo <= addr < hi:
                 thr, who = self.thread(ctx)
-                self.events.append((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op,
+                self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op,
                                     self.where(loc), who, shape, item))
                 return
 
@@ -127,7 +141,7 @@ class RaceLog:
         if key is None:
             return
         _, seen = self.sequenced(key)
-        self.events.append((COND, ("cond", task.tid), key, record.cmp, int(expected), seen, line,
+        self.add((COND, ("cond", task.tid), key, record.cmp, int(expected), seen, line,
                             task.name, label))
 
     def collective(self, ctx, name: str, operands, loc, host: bool) -> None:
@@ -141,18 +155,48 @@ class RaceLog:
         op = f"pld.tensor.{name}"
         for step in steps:
             if step[0] == "barrier":
-                self.events.append((BARRIER, thr, (bid, count, step[1], step[2]), signal.nranks,
+                self.add((BARRIER, thr, (bid, count, step[1], step[2]), signal.nranks,
                                     line, op))
                 continue
             what, view, member, lo, hi = step
             self.window(view)
             item = view.local.itemsize
-            self.events.append((ACCESS, thr, (view.buffer.id, view.buffer.devices[member]),
+            self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[member]),
                                 ((lo * item, hi * item),), READ if what == "read" else WRITE,
                                 op, line, who, view.shape, item))
 
-    def result(self) -> dict:
-        return {"rank": self.rank, "events": self.events, "names": self.names}
+    def add(self, event: tuple) -> None:
+        with self.lock:
+            if self.last.get(event[1]) == event and event[0] == ACCESS:
+                return
+            self.last[event[1]] = event
+            self.events.append(event)
+            if len(self.events) >= SPILL_EVENTS:
+                self._spill()
+
+    def _spill(self) -> None:
+        with open(self.path, "ab") as f:
+            pickle.dump(self.events, f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.events = []
+
+    def finish(self) -> None:
+        """The run ended on this rank: the rest of the events, then the names
+        of the windows they name."""
+        with self.lock:
+            self._spill()
+            with open(self.path, "ab") as f:
+                pickle.dump(self.names, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_log(path: str) -> tuple:
+    """(events, window names) of a rank's log file (``RaceLog``)."""
+    events: list = []
+    with open(path, "rb") as f:
+        while True:
+            part = pickle.load(f)
+            if isinstance(part, dict):
+                return events, part
+            events.extend(part)
 
 
 def cell_key(view: WindowView, member, offsets) -> tuple:
@@ -207,7 +251,7 @@ class RacingScope:
         preds.update(p.tid for p in found if p is not node)
         preds.discard(tid)
         self.tids.append(tid)
-        self.log.events.append((SUBMIT, self.thread, tid, name, max(int(blocks), 0),
+        self.log.add((SUBMIT, self.thread, tid, name, max(int(blocks), 0),
                                 tuple(sorted(preds)), self.log.where(loc)))
         return tid
 
@@ -216,7 +260,7 @@ class RacingScope:
             return self.inner.close()
         finally:
             self.tracker.release_arrays()
-            self.log.events.append((CLOSE, self.thread, tuple(self.tids)))
+            self.log.add((CLOSE, self.thread, tuple(self.tids)))
 
     def abandon(self, exc):
         return self.inner.abandon(exc)
@@ -293,7 +337,7 @@ class RacingRankContext(RankContext):
         new, seq = log.sequenced(key, lambda: self._signal(cell, op, value))
         thr, who = log.thread(self)
         log.window(target)
-        log.events.append((NOTIFY, thr, key, int(op), int(value), int(new), seq, log.where(),
+        log.add((NOTIFY, thr, key, int(op), int(value), int(new), seq, log.where(),
                            who))
         return new
 
@@ -304,7 +348,7 @@ class RacingRankContext(RankContext):
         _, seen = log.sequenced(key)
         thr, who = log.thread(self)
         log.window(signal)
-        log.events.append((WAIT, thr, key, int(cmp), int(expected), seen, log.where(_loc), who,
+        log.add((WAIT, thr, key, int(cmp), int(expected), seen, log.where(_loc), who,
                            cell_label(signal, signal.rank, offsets)))
 
     def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
@@ -323,7 +367,7 @@ class RacingRankContext(RankContext):
 
     def wait_dispatch(self, rank: int, seq: int):
         super().wait_dispatch(rank, seq)
-        self._races.events.append((AFTER, MAIN, int(rank), int(seq)))
+        self._races.add((AFTER, MAIN, int(rank), int(seq)))
 
     # ------------------------------------------------------------ remote
     def remote_load(self, target, peer, offsets, shape, valid_shape=None):
@@ -387,4 +431,4 @@ for _name in NAMES:
     setattr(RacingRankContext, _name, _collective(_name))
 
 
-__all__ = ["RaceLog", "RacingRankContext", "RacingScope", "cell_key"]
+__all__ = ["RaceLog", "RacingRankContext", "RacingScope", "cell_key", "read_log"]
