@@ -139,12 +139,11 @@ def test_a_plain_read_of_a_signal_cell_races_with_a_notify_into_it():
 
 
 def test_a_barrier_orders_what_comes_before_any_arrival_before_any_departure():
-    key = (8, 1, 0, 1)
-    before = {1: [acc(MAIN, ROW0, WRITE, 11), (BARRIER, MAIN, key, 2, "f.py:12", "pld.tensor.barrier")],
-              0: [(BARRIER, MAIN, key, 2, "f.py:30", "pld.tensor.barrier"), acc(MAIN, ROW0, READ, 31)]}
+    def bar(line):
+        return (BARRIER, MAIN, (8, 1, 0, 1), 2, f"f.py:{line}", "pld.tensor.barrier")
+    before = {1: [acc(MAIN, ROW0, WRITE, 11), bar(12)], 0: [bar(30), acc(MAIN, ROW0, READ, 31)]}
     assert find_races(before, NAMES) == ((), 0)
-    after = {1: [(BARRIER, MAIN, key, 2, "f.py:12", "pld.tensor.barrier"), acc(MAIN, ROW0, WRITE, 13)],
-             0: [(BARRIER, MAIN, key, 2, "f.py:30", "pld.tensor.barrier"), acc(MAIN, ROW0, READ, 31)]}
+    after = {1: [bar(12), acc(MAIN, ROW0, WRITE, 13)], 0: [bar(30), acc(MAIN, ROW0, READ, 31)]}
     assert pairs(find_races(after, NAMES)[0]) == {frozenset({(1, "f.py:13"), (0, "f.py:31")})}
 
 

@@ -35,7 +35,7 @@ from .. import _native_core as native
 from ..errors import InternalError
 from ..waits import CMP_NAMES, holds
 from .events import (ACCESS, AFTER, ATOMIC, BARRIER, CLOSE, COND, CONFLICTS, DONE, KIND_NAMES,
-                     MAIN, NOTIFY, SUBMIT, SYNC_READ, WAIT, WRITE, dominates)
+                     MAIN, NOTIFY, SUBMIT, SYNC_READ, WAIT, dominates)
 
 NOTIFY_ADD = native.OP_ADD       # a notify's op code (as transport.base names it)
 MAX_REPORTED = 10       # races listed in a report; the rest are counted
@@ -68,11 +68,14 @@ class Race:
     why: str            # the missing edge, in words
 
     def __str__(self):
+        head = f"nothing orders {self.first} before {self.second}: "
+        why = self.why[len(head):] if self.why.startswith(head) else self.why
         return "\n".join([f"window '{self.buffer}', rank {self.owner}'s copy, elements "
                           f"{self.region}:",
                           *(f"    {a.kind:<6} {a} (in {a.task})" for a in (self.first,
                                                                          self.second)),
-                          f"    {self.why}"])
+                          f"    nothing orders the {self.first.kind} before the "
+                          f"{self.second.kind}: {why}"])
 
 
 # ------------------------------------------------------------------ clocks
@@ -411,32 +414,37 @@ class _Replay:
         region = region_text(common, shaped[8], shaped[9]) if shaped[8] is not None else \
             f"[cell at byte {common[0][0]}]"
         self.found[key] = Race(self.names.get(bid, str(bid)), owner, region, first, second,
-                               self.why(r, t, first, second))
+                               f"nothing orders {first} before {second}: "
+                               f"{self.why(r, t, first, second)}")
 
     def why(self, r: _Shadow, t: _Thread, first: Access, second: Access) -> str:
-        head = f"nothing orders {first} before {second}"
+        """The missing edge, in words (what follows "nothing orders A before B")."""
         a, b = r.thread.key, t.key
         if a[0] == b[0]:
             names = [self.task_names.get((a[0], k[1][0]), "?") if k[1] != MAIN else
                      "the dispatch's own code" for k in (a, b)]
-            return (f"{head}: on rank {a[0]}, '{names[0]}' and '{names[1]}' run concurrently "
-                    f"(no deps=, inferred dependency or deferred wait orders them)")
-        # the second thread's last synchronisation before the access
-        last = [x for x in t.acquires if x[0] <= t.pos]
-        if not last:
-            return (f"{head}: rank {b[0]} waits for nothing (no wait, collective or task "
-                    f"dependency) before its {second.op}")
-        _, what, made = last[-1]
+            return (f"on rank {a[0]}, '{names[0]}' and '{names[1]}' run concurrently (no deps=, "
+                    f"inferred dependency or deferred wait orders them)")
+        before = [x for x in t.acquires if x[0] <= t.pos]
+        if not before:
+            return (f"rank {b[0]} waits for nothing (no wait, collective or task dependency) "
+                    f"before its {second.op}")
+        # a synchronisation with the first access's thread that comes too early
+        early = [x for x in before if x[2] is not None and (x[2][0][4], x[2][0][5]) == a]
+        if early:
+            _, what, (src, _) = early[-1]
+            return (f"{what} is satisfied by rank {src[4]}'s notify at {src[7]}, which comes "
+                    f"before the {first.op}")
+        _, what, made = before[-1]
         if made is None:
-            return f"{head}: the last synchronisation before the {second.op} is {what}"
+            return (f"{what} is the last synchronisation before the {second.op}, and rank "
+                    f"{a[0]}'s {first.op} is not before it")
         src, j = made                       # the notify that made the condition true
         by = f"rank {src[4]}'s notify at {src[7]}"
-        if (src[4], src[5]) == a:
-            return f"{head}: {what} is satisfied by {by}, which comes before the {first.op}"
         if src[1] == NOTIFY_ADD and j > 0:
             by = f"the AtomicAdds up to {by}"
-        return (f"{head}: {what} is satisfied by {by}; none of them is ordered after rank "
-                f"{a[0]}'s {first.op}")
+        return (f"{what} is satisfied by {by}, which does not wait for rank {a[0]}'s "
+                f"{first.op}")
 
 
 def find_races(logs: dict, names: dict) -> tuple:

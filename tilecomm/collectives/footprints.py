@@ -94,7 +94,7 @@ def all_to_all(input, target, signal, host) -> list:
 
 
 def all_to_all_v(input, target, signal, send_counts, recv_counts, host) -> list:
-    n, me = signal.nranks, signal.rank
+    me = signal.rank
     # this rank's count lands in element (me, 0) / (me,) of every member's recv_counts
     cols = recv_counts.shape[1] if len(recv_counts.shape) == 2 else 1
     counts = _each("write", recv_counts, me * cols, me * cols + 1)

@@ -92,12 +92,22 @@ class RaceLog:
                              view.local.itemsize))
 
     # ------------------------------------------------------------ facts
-    def thread(self, ctx) -> tuple:
-        """(thread key, task name) of the code running on ``ctx``."""
+    def thread(self, ctx):
+        """The thread key of the code running on ``ctx``."""
         t = ctx.task
-        if t is None:
-            return MAIN, self.fname
-        return (t.tid, ctx.block_idx), t.name
+        return MAIN if t is None else (t.tid, ctx.block_idx)
+
+    def site(self, ctx, loc=-1) -> tuple:
+        """(thread key, who, "file:line") of the op being recorded: who is the
+        task, or the kernel outside tasks (and the function it was
+        dispatched as, when that is another)."""
+        sp = self.lines.span(loc)
+        line = f"{sp.file}:{sp.line}" if sp is not None else "?"
+        t = ctx.task
+        if t is not None:
+            return (t.tid, ctx.block_idx), t.name, line
+        func = getattr(sp, "func", None) or self.fname
+        return MAIN, func if func == self.fname else f"{func}, dispatched as {self.fname}", line
 
     def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
         """An access of ``view[idx]`` in member ``peer``'s copy."""
@@ -105,9 +115,9 @@ class RaceLog:
         local = view.local
         base = local.__array_interface__["data"][0]
         runs = byte_runs(local[idx] if idx else local, base)
-        thr, who = self.thread(ctx)
-        self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs,
-                            kind, op, self.where(loc), who, view.shape, local.itemsize))
+        thr, who, line = self.site(ctx, loc)
+        self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs, kind, op,
+                  line, who, view.shape, local.itemsize))
 
     def local(self, ctx, region, kind, op, loc=-1) -> None:
         """An access of ndarray ``region`` if it lies in this rank's copy of a
@@ -117,14 +127,10 @@ class RaceLog:
         addr = region.__array_interface__["data"][0]
         for lo, hi, bid, owner, shape, item in self.windows:
             if lo <= addr < hi:
-                thr, who = self.thread(ctx)
-                self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op,
-                                    self.where(loc), who, shape, item))
+                thr, who, line = self.site(ctx, loc)
+                self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op, line, who,
+                          shape, item))
                 return
-
-    def where(self, loc=-1) -> str:
-        sp = self.lines.span(loc)
-        return f"{sp.file}:{sp.line}" if sp is not None else "?"
 
     def sequenced(self, cell, op=None) -> tuple:
         """(``op()``, its number in ``cell``'s modification order); with no op,
@@ -150,8 +156,7 @@ class RaceLog:
         steps = getattr(footprints, name)(*operands, host)
         bid = signal.buffer.id
         count = self.calls[bid] = self.calls.get(bid, 0) + 1
-        thr, who = self.thread(ctx)
-        line = self.where(loc)
+        thr, who, line = self.site(ctx, loc)
         op = f"pld.tensor.{name}"
         for step in steps:
             if step[0] == "barrier":
@@ -227,10 +232,11 @@ class RacingScope:
     already completed (the scheduler forgets those; a dependency on them
     still orders)."""
 
-    __slots__ = ("inner", "log", "thread", "tracker", "tids")
+    __slots__ = ("inner", "log", "ctx", "thread", "tracker", "tids")
 
-    def __init__(self, inner, log: RaceLog, thread):
-        self.inner, self.log, self.thread = inner, log, thread
+    def __init__(self, inner, log: RaceLog, ctx):
+        self.inner, self.log, self.ctx = inner, log, ctx
+        self.thread = log.thread(ctx)           # the orchestrating thread
         self.tracker = Tracker()
         self.tids: list = []
 
@@ -252,7 +258,7 @@ class RacingScope:
         preds.discard(tid)
         self.tids.append(tid)
         self.log.add((SUBMIT, self.thread, tid, name, max(int(blocks), 0),
-                                tuple(sorted(preds)), self.log.where(loc)))
+                      tuple(sorted(preds)), self.log.site(self.ctx, loc)[2]))
         return tid
 
     def close(self):
@@ -282,7 +288,7 @@ class RacingRankContext(RankContext):
 
     def task_scope(self):
         log = self._races
-        return RacingScope(super().task_scope(), log, log.thread(self)[0])
+        return RacingScope(super().task_scope(), log, self)
 
     # ------------------------------------------------------------ local
     def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
@@ -335,9 +341,9 @@ class RacingRankContext(RankContext):
         log = self._races
         key = cell_key(target, peer, offsets)
         new, seq = log.sequenced(key, lambda: self._signal(cell, op, value))
-        thr, who = log.thread(self)
+        thr, who, line = log.site(self)
         log.window(target)
-        log.add((NOTIFY, thr, key, int(op), int(value), int(new), seq, log.where(),
+        log.add((NOTIFY, thr, key, int(op), int(value), int(new), seq, line,
                            who))
         return new
 
@@ -346,9 +352,9 @@ class RacingRankContext(RankContext):
         log = self._races
         key = cell_key(signal, signal.rank, offsets)
         _, seen = log.sequenced(key)
-        thr, who = log.thread(self)
+        thr, who, line = log.site(self, _loc)
         log.window(signal)
-        log.add((WAIT, thr, key, int(cmp), int(expected), seen, log.where(_loc), who,
+        log.add((WAIT, thr, key, int(cmp), int(expected), seen, line, who,
                            cell_label(signal, signal.rank, offsets)))
 
     def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
@@ -356,7 +362,7 @@ class RacingRankContext(RankContext):
         log = self._races
         log.window(signal)
         cell = signal.cells[(signal.rank, offsets)]
-        log.conds[cell] = (cell_key(signal, signal.rank, offsets), log.where(_loc),
+        log.conds[cell] = (cell_key(signal, signal.rank, offsets), log.site(self, _loc)[2],
                            cell_label(signal, signal.rank, offsets))
 
     def wait_cell(self, cell, cmp, expected, record):
@@ -385,9 +391,11 @@ class RacingRankContext(RankContext):
         if data.ndim > 2:
             data = data.reshape(data.shape[-2:])
         log = self._races
-        log.local(self, arr(src), READ, "pld.remote_store")
+        # the short form pld.remote_store is the tile form on a tile
+        op = "pld.tile.remote_store" if hasattr(src, "valid") else "pld.tensor.remote_store"
+        log.local(self, arr(src), READ, op)
         idx = region_index(target.local, offsets, data.shape, "remote_store region")
-        log.remote(self, target, peer, idx, ATOMIC if atomic else WRITE, "pld.remote_store")
+        log.remote(self, target, peer, idx, ATOMIC if atomic else WRITE, op)
 
     def put(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, atomic=0,
             chunk_rows=0, chunk_cols=0, pipeline=False):
