@@ -29,8 +29,8 @@ import numpy as np
 
 from ..errors import RuntimeFault
 
-__all__ = ["PREFIX", "SHM_DIR", "Segment", "mapped_ranges", "resource_error", "segment_name",
-           "sweep", "sweep_stale"]
+__all__ = ["PREFIX", "SHM_DIR", "Segment", "log_path", "mapped_ranges", "resource_error",
+           "segment_name", "sweep", "sweep_stale"]
 
 PREFIX = "tilecomm"
 SHM_DIR = "/dev/shm"
@@ -96,6 +96,13 @@ def _resource_errors(verb: str):
 def segment_name(owner_pid: int, call_id: int, index: int) -> str:
     """The canonical segment name ``tilecomm-<owner_pid>-<call_id>-<index>``."""
     return f"{PREFIX}-{int(owner_pid)}-{int(call_id)}-{int(index)}"
+
+
+def log_path(owner_pid: int, call_id: int, what: str) -> str:
+    """A path prefix for a call's files in /dev/shm that are not segments (the
+    race check's logs), named like its segments so ``sweep`` and
+    ``sweep_stale`` remove them with them."""
+    return os.path.join(SHM_DIR, f"{PREFIX}-{int(owner_pid)}-{int(call_id)}-{what}")
 
 
 def _path(name: str) -> str:

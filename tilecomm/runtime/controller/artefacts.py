@@ -9,7 +9,6 @@ import glob
 import os
 import re
 import shutil
-import tempfile
 import time
 
 from ...check.races import find_races
@@ -23,10 +22,6 @@ from ..rank.racing import read_log
 from ..rank.tracing import pid_of
 
 
-def race_dir() -> str:
-    """A private directory for the ranks' race logs of one run (the MPI
-    transport refuses detection: ``RunConfig.resolved_transport``)."""
-    return tempfile.mkdtemp(prefix="tilecomm-races-")
 
 
 class RunArtefacts:
@@ -38,10 +33,13 @@ class RunArtefacts:
         self.trace_path = None
 
     @classmethod
-    def begin(cls, executable, config, control):
+    def begin(cls, executable, config, control, logs: str = ""):
         """Before the run touches any rank: None when ``config`` asks for no
         artefact and no race check (the common case); otherwise clear the
-        stale output (a directory that cannot be written fails here)."""
+        stale output (a directory that cannot be written fails here).
+        ``logs``: the path prefix of the ranks' race logs (files in /dev/shm
+        named as the call's segments are, so whatever sweeps a dead caller's
+        segments sweeps them too)."""
         races = config.races_enabled
         if races and not control.sequences:
             raise ConfigError("RunConfig.detect_races needs every rank on one machine: this "
@@ -54,7 +52,7 @@ class RunArtefacts:
         if not config.dfx_enabled:
             if not races:
                 return None
-            return cls(DfxSettings(None, 0, 0, False, False, 0, "", race_dir()),
+            return cls(DfxSettings(None, 0, 0, False, False, 0, "", logs),
                        executable.world)
         out = getattr(executable, "output_dir", None)
         if not out:
@@ -76,7 +74,7 @@ class RunArtefacts:
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
                                time.perf_counter_ns(), os.path.basename(out),
-                               race_dir() if races else None)
+                               logs if races else None)
         return cls(settings, executable.world)
 
     def races(self):
@@ -94,7 +92,11 @@ class RunArtefacts:
     def close(self) -> None:
         """Remove the race logs (the run is over, whichever way)."""
         if self.settings.races is not None:
-            shutil.rmtree(self.settings.races, ignore_errors=True)
+            for r in range(self.world):
+                try:
+                    os.unlink(race_log_path(self.settings, r))
+                except FileNotFoundError:
+                    pass
 
     def announce(self, ranks):
         """The ranks are started: tell each, ahead of its first dispatch."""

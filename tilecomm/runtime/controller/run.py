@@ -109,7 +109,8 @@ class Run:
         ``prepare``."""
         # None unless the config asks; an unwritable directory fails here,
         # before anything touches the ranks
-        self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control)
+        self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control,
+                                            S.log_path(self.owner, self.call_id, "races"))
         try:
             self.prepare(idle, reset_control)
             host_vals, copies = self.share(args)

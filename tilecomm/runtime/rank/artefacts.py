@@ -86,7 +86,7 @@ class DfxSettings:
     scope_stats: bool
     origin_ns: int             # time zero of the run's traces
     title: str
-    races: str | None = None   # a race-checking run: where each rank writes its events
+    races: str | None = None   # a race-checking run: the path prefix of each rank's log
 
     @property
     def files(self) -> bool:
@@ -94,11 +94,8 @@ class DfxSettings:
         return bool(self.swimlane or self.dump_args or self.dep_gen or self.scope_stats)
 
 
-RACE_LOG = "rank{}.races.pickle"
-
-
 def race_log_path(settings: DfxSettings, rank: int) -> str:
-    return os.path.join(settings.races, RACE_LOG.format(rank))
+    return f"{settings.races}-{rank}"
 
 
 # the recording classes a run may combine, outermost first: each calls the
