@@ -159,6 +159,17 @@ def test_tasks_are_ordered_by_their_predecessors_and_the_scope_end():
     assert "'a' and 'b' run concurrently" in race.why
 
 
+def test_the_blocks_of_one_task_are_independent():
+    logs = {0: [(SUBMIT, MAIN, 1, "rows", 2, (), "f.py:1"),
+                acc((1, 0), ROW0, WRITE, 10), acc((1, 1), ((0, 64),), WRITE, 10),
+                (CLOSE, MAIN, (1,))]}
+    (race,) = find_races(logs, NAMES)[0]
+    assert race.region == "[0:1, 0:8]"
+    assert "blocks 0 and 1 of task 'rows' on rank 0 run concurrently" in race.why
+    logs[0][2] = acc((1, 1), ROW1, WRITE, 10)
+    assert find_races(logs, NAMES) == ((), 0)
+
+
 def test_a_deferred_condition_orders_the_waiter_tasks_dependents():
     def log(cond_line):
         rank0 = [(SUBMIT, MAIN, 1, "waiter", 1, (), "f.py:1"),

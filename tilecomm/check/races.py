@@ -421,6 +421,10 @@ class _Replay:
         """The missing edge, in words (what follows "nothing orders A before B")."""
         a, b = r.thread.key, t.key
         if a[0] == b[0]:
+            if a[1] != MAIN and b[1] != MAIN and a[1][0] == b[1][0]:
+                return (f"blocks {a[1][1]} and {b[1][1]} of task "
+                        f"'{self.task_names.get((a[0], a[1][0]), '?')}' on rank {a[0]} run "
+                        f"concurrently (the blocks of one task are independent)")
             names = [self.task_names.get((a[0], k[1][0]), "?") if k[1] != MAIN else
                      "the dispatch's own code" for k in (a, b)]
             return (f"on rank {a[0]}, '{names[0]}' and '{names[1]}' run concurrently (no deps=, "
