@@ -72,6 +72,7 @@ QUICK_CASES = {
     # scripts run in a new Python process: the README's main job; a build
     # reloaded without its source; tilecomm imported without ml_dtypes
     "test_examples.py::test_example_prints_ok": {"shm-allreduce_quickstart.py"},
+    "test_examples.py::test_example_is_race_free": {"shm-moe_dispatch_combine.py"},
     "test_worker_builds.py::test_a_build_reloads_in_a_new_process_without_its_source":
         {"shm-1"},
     "test_bf16_preload.py::test_bf16_element_type_is_imported_before_the_ranks_are_forked":
@@ -109,6 +110,10 @@ QUICK_CASES = {
     "test_moe.py::test_expert_id_outside_the_world_is_a_located_rank_failure":
         {"shm-past-the-end"},
     "test_device_arith.py::test_negative_dividend_names_peer_minus_one_on_rank_0": {"shm-2"},
+    # race detection, a matrix of program pairs: one pair (a safe form and its
+    # racy twin) of it; the tests of the default and of the variable are fast
+    "test_races.py::test_safe_form_raises_nothing_and_computes": {"shm-collective_rounds-2"},
+    "test_races.py::test_racy_form_names_both_accesses": {"shm-collective_rounds-2"},
     # the caller killed mid-call: SIGTERM (SIGHUP takes the same path)
     "test_threads_signals.py::"
     "test_terminating_the_caller_mid_call_leaves_no_segment_and_no_process": {"shm-15"},
@@ -118,6 +123,7 @@ QUICK_CASES = {
 # or two each: one call, one example, a raising rank, one job across nodes,
 # the rank suite's plugin on one module, and the checks that start no job
 MPI_SMOKE = {
+    "test_mpi_races.py::test_every_process_raises_the_race_and_holds_the_outputs[2]",
     "test_mpi_calls.py::test_inputs_are_process_0s_and_every_process_gets_the_outputs[2]",
     "test_mpi_examples.py::test_example_prints_ok_on_every_process[allreduce_quickstart.py]",
     "test_mpi_failures.py::test_a_raising_rank_stops_every_process_with_its_traceback[2]",

@@ -406,7 +406,8 @@ class _Replay:
 
     def report(self, where, r: _Shadow, t: _Thread, ev, common) -> None:
         first, second = self.describe(r.thread, r.ev), self.describe(t, ev)
-        key = (where, first.rank, first.line, first.op, second.rank, second.line, second.op)
+        key = (where, frozenset(((first.rank, first.line, first.op),
+                                 (second.rank, second.line, second.op))))
         if key in self.found:
             return
         bid, owner = where
