@@ -357,7 +357,7 @@ def pipeline_safe(x: X, y: Y, win: WIN, sig: SIG, red: RED, csig: CSIG):
 @pl.jit
 def pipeline_racy(x: X, y: Y, win: WIN, sig: SIG, red: RED, csig: CSIG):
     with pl.manual_scope():
-        with pl.at(level=CORE, name_hint="produce") as produced:
+        with pl.at(level=CORE, name_hint="produce"):
             win = pl.store(pl.add(pl.load(x, [0, 0], [1, S]), 1.0), [0, 0], win)  # produce
         with pl.at(level=CORE, name_hint="transform") as transformed:
             win = pl.store(pl.mul(pl.load(win, [0, 0], [1, S]), 2.0), [1, 0], win)  # transform
@@ -399,7 +399,7 @@ def deferred_safe(x: X, y: Y, win: WIN, sig: SIG, red: RED, csig: CSIG):
 @pl.jit
 def deferred_racy(x: X, y: Y, win: WIN, sig: SIG, red: RED, csig: CSIG):
     with pl.manual_scope():
-        with pl.at(level=CORE, name_hint="waiter", allow_early_resolve=False) as waited:
+        with pl.at(level=CORE, name_hint="waiter", allow_early_resolve=False):
             pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)
         with pl.at(level=CORE, name_hint="consumer"):
             y = pl.store(pl.load(win, [0, 0], [1, S]), [0, 0], y)  # dw-consume
@@ -771,3 +771,66 @@ RECALL = [
 ]
 
 CASES = {c.name: c for c in PRECISION + RECALL}
+
+
+# =============================================================== one switchable ring
+# (test_race_config.py and the MPI backend's race script): rank r pushes its
+# row into rank r + 1's window and notifies it; with ``early`` 1 the notify
+# comes before the push.  y gets 2 * x whatever the order (a result the call
+# writes back deterministically, race or not); got gets what arrived.
+RS = 8
+RW = pld.DistributedTensor[[1, RS], pl.FP32]
+RSIG = pld.DistributedTensor[[1, 1], pl.INT32]
+RROW = pl.Tensor[[1, RS], pl.FP32]
+
+
+@pl.jit.incore
+def ring_kernel(x: RROW, y: pl.Out[RROW], got: pl.Out[RROW], win: pl.InOut[RW],
+                sig: pl.InOut[RSIG], early: pl.Scalar[pl.INT32]) -> RROW:
+    ctx = pld.get_comm_ctx(win)
+    nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
+    t = pl.load(x, [0, 0], [1, RS])
+    if early == 1:
+        pld.system.notify(sig, nxt, [0, 0], 1, op=SET)
+        pld.tile.remote_store(t, win, nxt, [0, 0])  # ring-store
+    else:
+        pld.tile.remote_store(t, win, nxt, [0, 0])
+        pld.system.notify(sig, nxt, [0, 0], 1, op=SET)
+    pld.system.wait(sig, [0, 0], 1, cmp=GE)
+    got = pl.store(pl.load(win, [0, 0], [1, RS]), [0, 0], got)  # ring-load
+    y = pl.store(pl.mul(t, 2.0), [0, 0], y)
+    return y
+
+
+@pl.jit
+def ring_chip(x: RROW, y: pl.Out[RROW], got: pl.Out[RROW], win: pl.InOut[RW],
+              sig: pl.InOut[RSIG], early: pl.Scalar[pl.INT32]):
+    return ring_kernel(x, y, got, win, sig, early)
+
+
+@pl.jit.host
+def ring_main(xs: pl.Tensor[[NR, 1, RS], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, RS], pl.FP32]],
+              gots: pl.Out[pl.Tensor[[NR, 1, RS], pl.FP32]], early: pl.Scalar[pl.INT32]):
+    wb = pld.alloc_window_buffer([1, RS], dtype=pl.FP32)
+    sb = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ring_chip(xs[r], ys[r], gots[r], pld.window(wb, [1, RS], dtype=pl.FP32),
+                  pld.window(sb, [1, 1], dtype=pl.INT32), early, device=r)
+    return ys
+
+
+def ring_inputs(n: int) -> tuple:
+    """(xs, ys, gots) of ``ring_main`` on ``n`` ranks."""
+    xs = np.arange(n * RS, dtype=np.float32).reshape(n, 1, RS) + 1
+    return xs, np.zeros_like(xs), np.zeros_like(xs)
+
+
+def ring_race_lines(n: int) -> set:
+    """The (rank, line) of both sides of the early ring's races."""
+    return {(r, line_of(ring_kernel, m)) for r in range(n) for m in ("ring-store", "ring-load")}
+
+
+def reported_lines(err) -> set:
+    """The (rank, line) of both accesses of every race in ``err``."""
+    return {(a.rank, int(a.line.rsplit(":", 1)[1])) for r in err.races for a in (r.first, r.second)}
+

@@ -7,13 +7,10 @@ import glob
 import json
 import os
 
-import numpy as np
 import pytest
 
-import tilecomm.language as pl
-import tilecomm.language.distributed as pld
 from conftest import config_for
-from programs_prims import line_of
+from programs_races import reported_lines, ring_inputs, ring_main, ring_race_lines
 from tilecomm.compiler import CompiledProgram
 from tilecomm.errors import ConfigError, DataRaceError
 from tilecomm.runtime import RunConfig
@@ -24,48 +21,7 @@ from tilecomm.runtime.rank.context import RankContext
 from tilecomm.runtime.rank.racing import RacingRankContext
 from tilecomm.runtime.rank.tracing import TracingRankContext
 
-NR = pl.dynamic("NR")
-S = 8
-W = pld.DistributedTensor[[1, S], pl.FP32]
-SIG = pld.DistributedTensor[[1, 1], pl.INT32]
-
-
-@pl.jit.incore
-def early_notify(x: pl.Tensor[[1, S], pl.FP32], y: pl.Out[pl.Tensor[[1, S], pl.FP32]],
-                 win: pl.InOut[W], sig: pl.InOut[SIG]) -> pl.Tensor[[1, S], pl.FP32]:
-    ctx = pld.get_comm_ctx(win)
-    nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
-    pld.system.notify(sig, nxt, [0, 0], 1, op=pld.NotifyOp.Set)
-    pld.tile.remote_store(pl.load(x, [0, 0], [1, S]), win, nxt, [0, 0])  # store
-    pld.system.wait(sig, [0, 0], 1, cmp=pld.WaitCmp.Ge)
-    y = pl.store(pl.load(win, [0, 0], [1, S]), [0, 0], y)  # load
-    return y
-
-
-@pl.jit
-def early_chip(x: pl.Tensor[[1, S], pl.FP32], y: pl.Out[pl.Tensor[[1, S], pl.FP32]],
-               win: pl.InOut[W], sig: pl.InOut[SIG]):
-    return early_notify(x, y, win, sig)
-
-
-@pl.jit.host
-def early_main(xs: pl.Tensor[[NR, 1, S], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, S], pl.FP32]]):
-    wb = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
-    sb = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
-    for r in pl.range(pld.world_size()):
-        early_chip(xs[r], ys[r], pld.window(wb, [1, S], dtype=pl.FP32),
-                   pld.window(sb, [1, 1], dtype=pl.INT32), device=r)
-    return ys
-
-
-def racing_lines(err) -> set:
-    return {(a.rank, int(a.line.rsplit(":", 1)[1])) for r in err.races
-            for a in (r.first, r.second)}
-
-
-def inputs(n):
-    xs = np.arange(n * S, dtype=np.float32).reshape(n, 1, S) + 1
-    return xs, np.zeros_like(xs)
+EARLY = 1                               # ring_main's notify before its data
 
 
 # ------------------------------------------------------------------ the switch
@@ -107,33 +63,34 @@ def test_recording_classes_compose_in_one_order():
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_a_traced_and_dumped_run_also_checks_races(n, tmp_path):
-    xs, ys = inputs(n)
+    xs, ys, gots = ring_inputs(n)
     cfg = config_for(n, cache_dir=str(tmp_path / "cache"), detect_races=True,
                      enable_chip_swimlane=2, enable_dump_args=2)
-    cp = early_main.compile(xs, ys, config=cfg)
+    cp = ring_main.compile(xs, ys, gots, EARLY, config=cfg)
     with pytest.raises(DataRaceError) as ei:
-        cp(xs, ys, config=cfg)
-    want = {(r, line_of(early_notify, "store")) for r in range(n)} | \
-        {(r, line_of(early_notify, "load")) for r in range(n)}
-    assert racing_lines(ei.value) == want
+        cp(xs, ys, gots, EARLY, config=cfg)
+    assert reported_lines(ei.value) == ring_race_lines(n)
     # the trace saw the same ops: every rank's notify, remote store and wait
     with open(os.path.join(cp.output_dir, "dfx_outputs", "merged_swimlane.json")) as f:
         names = [e["name"] for e in json.load(f)["traceEvents"]]
     for op in ("pld.system.notify", "pld.remote_store", "pld.system.wait"):
         assert names.count(op) == n, op
+    # and the dumps every array argument (x, y, got, both windows) of each rank
     assert len(glob.glob(os.path.join(cp.output_dir, "dfx_outputs", "rank*", "d0", "args_dump",
-                                      "after", "*.npy"))) == 4 * n
-    # and with detection off the same build runs clean, traced
-    cp(xs, ys, config=config_for(n, cache_dir=str(tmp_path / "cache"), enable_chip_swimlane=2))
+                                      "after", "*.npy"))) == 5 * n
+    # with detection off the same build runs, traced
+    cp(xs, ys, gots, EARLY,
+       config=config_for(n, cache_dir=str(tmp_path / "cache"), enable_chip_swimlane=2))
 
 
 def test_a_reloaded_build_takes_detect_races(tmp_path):
     n = 2
-    xs, ys = inputs(n)
-    cp = early_main.compile(xs, ys, config=config_for(n, cache_dir=str(tmp_path / "cache")))
-    cp(xs, ys)                                  # kept on disk by its first call
+    xs, ys, gots = ring_inputs(n)
+    cp = ring_main.compile(xs, ys, gots, EARLY,
+                           config=config_for(n, cache_dir=str(tmp_path / "cache")))
+    cp(xs, ys, gots, EARLY)                     # kept on disk by its first call
     program = CompiledProgram.from_dir(cp.output_dir, detect_races=True)
     assert program.config.detect_races is True
     with pytest.raises(DataRaceError):
-        program(xs, ys)
-    CompiledProgram.from_dir(cp.output_dir)(xs, ys)
+        program(xs, ys, gots, EARLY)
+    CompiledProgram.from_dir(cp.output_dir)(xs, ys, gots, EARLY)

@@ -154,3 +154,35 @@ class Tracker:
             if not entries:
                 del self.by_root[acc.key]
         task.accesses = []
+
+
+class GraphNode:
+    """A task as a recorder's own dependency tracker sees it: the scheduler's
+    tracker forgets a task when it completes, a recorder keeps every task of
+    the dispatch (a dependency on a completed task still orders)."""
+
+    __slots__ = ("tid", "accesses")
+
+    def __init__(self, tid):
+        self.tid, self.accesses = tid, []
+
+
+def explicit_ids(deps) -> list:
+    """The TaskIds a submission's ``deps=`` names (TaskIds or arrays of them;
+    an id below 1 names no task)."""
+    return [int(i) for d in deps
+            for i in (d.ravel().tolist() if hasattr(d, "ravel") else (d,)) if int(i) >= 1]
+
+
+def inferred_ids(tracker: Tracker, tid: int, acc, manual: bool) -> set:
+    """The TaskIds, among those ``tracker`` has seen, that task ``tid`` with
+    tracked arguments ``acc`` ((value, mode, offsets, extents) each) depends
+    on through the memory they touch (none in a manual scope); registers
+    its accesses."""
+    node = GraphNode(tid)
+    preds: set = set()
+    for value, mode, offs, ext in acc:
+        a = base_array(value)
+        if a is not None:
+            tracker.add(node, mode, a, offs, ext, not manual, preds)
+    return {p.tid for p in preds if p is not node}

@@ -37,7 +37,7 @@ from ...collectives import footprints
 from ...collectives.names import NAMES
 from ..control import stripe_of
 from .context import RankContext
-from .deps import Tracker, base_array
+from .deps import Tracker, explicit_ids, inferred_ids
 from .tile.kernel_ops import arr, tile_valid
 from .tile.regions import element_index, region_index
 from .tracing import SourceLines
@@ -243,18 +243,7 @@ class RacingScope:
     def submit(self, fn, args, name, loc, deps=(), acc=(), blocks=1, waiter=False,
                manual=False):
         tid = self.inner.submit(fn, args, name, loc, deps, acc, blocks, waiter, manual)
-        preds: set = set()
-        for d in deps:
-            for i in (d.ravel().tolist() if hasattr(d, "ravel") else (d,)):
-                if int(i) >= 1:
-                    preds.add(int(i))
-        node = _Node(tid)
-        found: set = set()
-        for value, mode, offs, ext in acc:
-            a = base_array(value)
-            if a is not None:
-                self.tracker.add(node, mode, a, offs, ext, not manual, found)
-        preds.update(p.tid for p in found if p is not node)
+        preds = set(explicit_ids(deps)) | inferred_ids(self.tracker, tid, acc, manual)
         preds.discard(tid)
         self.tids.append(tid)
         self.log.add((SUBMIT, self.thread, tid, name, max(int(blocks), 0),
@@ -270,13 +259,6 @@ class RacingScope:
 
     def abandon(self, exc):
         return self.inner.abandon(exc)
-
-
-class _Node:
-    __slots__ = ("tid", "accesses")
-
-    def __init__(self, tid):
-        self.tid, self.accesses = tid, []
 
 
 class RacingRankContext(RankContext):

@@ -41,7 +41,7 @@ from ...transport.base import WaitHooks
 from ...waits import CMP_GE_U, holds
 from .. import control as C
 from .. import taskplane
-from .deps import Tracker, base_array
+from .deps import Tracker, base_array, explicit_ids
 
 DEFER_SLOTS = 64           # deferred tasks tracked at once (upstream MAX_ASYNC_WAITS)
 
@@ -181,11 +181,10 @@ class Scheduler:
             self.next_tid += 1
             t = Task(tid, fn, args, name, loc, max(int(blocks), 0), waiter)
             preds = set()
-            for d in deps:
-                for i in (d.ravel().tolist() if hasattr(d, "ravel") else (d,)):
-                    p = self.live.get(int(i))
-                    if p is not None:
-                        preds.add(p)
+            for i in explicit_ids(deps):
+                p = self.live.get(i)
+                if p is not None:
+                    preds.add(p)
             for value, mode, offs, ext in acc:
                 a = base_array(value)
                 if a is not None:

@@ -30,7 +30,7 @@ import numpy as np
 from ...collectives.names import NAMES
 from ...transport.base import NOTIFY_ADD
 from ...waits import CMP_NAMES
-from .deps import Tracker, base_array
+from .deps import Tracker, explicit_ids, inferred_ids
 from .context import RankContext
 
 now = time.perf_counter_ns          # CLOCK_MONOTONIC: one clock for every rank process
@@ -71,15 +71,6 @@ class DispatchTrace:
         self.scopes: list = []          # scope statistics (dicts)
         self.t0 = self.t1 = 0
         self.finished = False           # False: it raised or the call was aborted
-
-
-class _Node:
-    """A task as the graph's own dependency tracker sees it."""
-
-    __slots__ = ("tid", "accesses")
-
-    def __init__(self, tid):
-        self.tid, self.accesses = tid, []
 
 
 class SourceLines:
@@ -237,19 +228,10 @@ class Recorder:
                         "waiter": bool(waiter), "manual": bool(manual)})
         if not self.graph:
             return
-        for dep in deps:
-            for i in (dep.ravel().tolist() if hasattr(dep, "ravel") else (dep,)):
-                if int(i) >= 1:
-                    d.edges.setdefault((int(i), tid), set()).add("explicit")
-        node = _Node(tid)
-        preds: set = set()
-        for value, mode, offs, ext in acc:
-            a = base_array(value)
-            if a is not None:
-                self._tracker.add(node, mode, a, offs, ext, not manual, preds)
-        for p in preds:
-            if p is not node:
-                d.edges.setdefault((p.tid, tid), set()).add("inferred")
+        for i in explicit_ids(deps):
+            d.edges.setdefault((i, tid), set()).add("explicit")
+        for p in inferred_ids(self._tracker, tid, acc, manual):
+            d.edges.setdefault((p, tid), set()).add("inferred")
 
     def block_done(self):
         with self.lock:
