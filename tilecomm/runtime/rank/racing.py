@@ -66,6 +66,7 @@ class RaceLog:
         self.lines = SourceLines()
         self.fname = "?"
         self.names: dict = {}           # buffer id -> name
+        self.mapped: set = set()        # (buffer id, address of this rank's copy)
         self.windows: list = []         # (first address, end, buffer id, owner, shape, itemsize)
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # a deferred condition's cell handle -> (cell, line)
@@ -82,12 +83,14 @@ class RaceLog:
         self.add((DONE, MAIN, seq))
 
     def window(self, view: WindowView) -> None:
-        """Know ``view``'s buffer, and where this rank's copy of it lies."""
+        """Know ``view``'s buffer, and where this rank's copy of it lies (each
+        mapping of it, should a copy be mapped at two addresses)."""
         b = view.buffer
-        if b.id in self.names:
-            return
-        self.names[b.id] = b.name
         lo = view.local.__array_interface__["data"][0]
+        if (b.id, lo) in self.mapped:
+            return
+        self.mapped.add((b.id, lo))
+        self.names[b.id] = b.name
         self.windows.append((lo, lo + b.nbytes, b.id, b.devices[view.rank], view.shape,
                              view.local.itemsize))
 
@@ -148,7 +151,7 @@ class RaceLog:
             return
         _, seen = self.sequenced(key)
         self.add((COND, ("cond", task.tid), key, record.cmp, int(expected), seen, line,
-                            task.name, label))
+                  task.name, label))
 
     def collective(self, ctx, name: str, operands, loc, host: bool) -> None:
         """A collective call returned: its footprint, in order."""
@@ -160,15 +163,15 @@ class RaceLog:
         op = f"pld.tensor.{name}"
         for step in steps:
             if step[0] == "barrier":
-                self.add((BARRIER, thr, (bid, count, step[1], step[2]), signal.nranks,
-                                    line, op))
+                self.add((BARRIER, thr, (bid, count, step[1], step[2]), signal.nranks, line,
+                          op))
                 continue
             what, view, member, lo, hi = step
             self.window(view)
             item = view.local.itemsize
             self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[member]),
-                                ((lo * item, hi * item),), READ if what == "read" else WRITE,
-                                op, line, who, view.shape, item))
+                      ((lo * item, hi * item),), READ if what == "read" else WRITE, op, line, who,
+                      view.shape, item))
 
     def add(self, event: tuple) -> None:
         with self.lock:
@@ -221,8 +224,7 @@ def cell_label(view: WindowView, member, offsets) -> str:
 
 def _clip(offsets, extents, shape) -> list:
     """``extents`` cut at the array's edge (what a clamped / partial op moves)."""
-    ext = [max(0, min(int(e), d - int(o))) for o, e, d in zip(offsets, extents, shape)]
-    return ext
+    return [max(0, min(int(e), d - int(o))) for o, e, d in zip(offsets, extents, shape)]
 
 
 class RacingScope:
@@ -325,8 +327,7 @@ class RacingRankContext(RankContext):
         new, seq = log.sequenced(key, lambda: self._signal(cell, op, value))
         thr, who, line = log.site(self)
         log.window(target)
-        log.add((NOTIFY, thr, key, int(op), int(value), int(new), seq, line,
-                           who))
+        log.add((NOTIFY, thr, key, int(op), int(value), int(new), seq, line, who))
         return new
 
     def wait(self, signal, offsets, expected, cmp, _loc=-1):
@@ -337,7 +338,7 @@ class RacingRankContext(RankContext):
         thr, who, line = log.site(self, _loc)
         log.window(signal)
         log.add((WAIT, thr, key, int(cmp), int(expected), seen, line, who,
-                           cell_label(signal, signal.rank, offsets)))
+                 cell_label(signal, signal.rank, offsets)))
 
     def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
         super().defer_wait(signal, offsets, expected, cmp, _loc)
