@@ -27,11 +27,27 @@ BARRIER   (BARRIER, thread, key, members, line, op): one barrier
           generation of a collective; ``key`` names it on every member
 DONE      (DONE, thread, seq): the rank completed its dispatch ``seq``
 AFTER     (AFTER, thread, rank, seq): waited for that rank's dispatch
+END       (END, thread): a task block's body ended
+DEFER     (DEFER, thread): the task registered one more deferred condition
+BASE      (BASE, None, counts): the sequencer's count per stripe when the
+          rank began the run (a rank's first event)
 ========  ==================================================================
+
+Notifies are numbered per stripe of the sequencer, a signal cell's stripe
+being ``stripe_of(cell)``; the numbers of one stripe are consecutive.
 """
-ACCESS, NOTIFY, WAIT, COND, SUBMIT, CLOSE, BARRIER, DONE, AFTER = range(9)
+ACCESS, NOTIFY, WAIT, COND, SUBMIT, CLOSE, BARRIER, DONE, AFTER, END, DEFER, BASE = range(12)
 
 MAIN = "main"
+
+# stripes of the sequencer (each a ticket lock and a count in the control block)
+SEQ_STRIPES = 64
+
+
+def stripe_of(cell: tuple) -> int:
+    """The sequencer stripe of a signal cell's key (ints and tuples of them
+    hash alike in every process)."""
+    return hash(cell) % SEQ_STRIPES
 
 # access kinds: a plain read or write, an atomic modification (an AtomicAdd
 # store, a notify), an atomic read (a wait's look at its cell)
@@ -86,6 +102,6 @@ def byte_runs(region, base: int) -> tuple:
     return tuple(merged)
 
 
-__all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "CLOSE", "COND", "CONFLICTS", "DONE",
-           "KIND_NAMES", "MAIN", "NOTIFY", "READ", "SUBMIT", "SYNC_READ", "WAIT", "WRITE",
-           "byte_runs", "dominates"]
+__all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
+           "DONE", "END", "KIND_NAMES", "MAIN", "NOTIFY", "READ", "SEQ_STRIPES", "SUBMIT",
+           "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates", "stripe_of"]

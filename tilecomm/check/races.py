@@ -28,17 +28,20 @@ Happens-before is exactly the model's synchronisation:
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_right, insort
+from collections import deque
 from dataclasses import dataclass
 
 from .. import _native_core as native
 from ..errors import InternalError
 from ..waits import CMP_NAMES, holds
-from .events import (ACCESS, AFTER, ATOMIC, BARRIER, CLOSE, COND, CONFLICTS, DONE, KIND_NAMES,
-                     MAIN, NOTIFY, SUBMIT, SYNC_READ, WAIT, dominates)
+from .events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, CONFLICTS, DEFER, DONE,
+                     END, KIND_NAMES, MAIN, NOTIFY, SUBMIT, SYNC_READ, WAIT, dominates,
+                     stripe_of)
 
 NOTIFY_ADD = native.OP_ADD       # a notify's op code (as transport.base names it)
 MAX_REPORTED = 10       # races listed in a report; the rest are counted
+READ_BATCH = 4096       # events of one rank read at a time
 
 
 @dataclass(frozen=True)
@@ -86,31 +89,39 @@ def _join(into: dict, other: dict) -> None:
 
 
 class _Thread:
-    __slots__ = ("key", "events", "pos", "vc", "started", "acquires", "starts")
+    __slots__ = ("key", "events", "pos", "vc", "started", "ended", "last", "last_from")
 
-    def __init__(self, key, events):
+    def __init__(self, key):
         self.key = key
-        self.events = events
-        self.pos = 0
+        self.events: deque = deque()      # read, not yet replayed
+        self.pos = 0                      # events replayed
         self.vc: dict = {}
         self.started = key[1] == MAIN     # a task block starts once it may
-        self.acquires: list = []          # (position, description, [notify refs])
-        self.starts = None                # a block: (rank, task id)
+        self.ended = False                # a task block: its END replayed
+        # its synchronisations, for the words of a report: the last one, and
+        # the last one satisfied by each thread's notify
+        self.last = None                  # (description, (history entry, index) or None)
+        self.last_from: dict = {}         # notifying thread -> the same
 
     def tick(self) -> int:
         c = self.vc.get(self.key, 0) + 1
         self.vc[self.key] = c
         return c
 
+    def synced(self, what: str, made=None) -> None:
+        self.last = (what, made)
+        if made is not None:
+            src = made[0]
+            self.last_from[(src[4], src[5])] = self.last
+
 
 class _Shadow:
     """One earlier access of a window copy."""
 
-    __slots__ = ("thread", "epoch", "kind", "runs", "ev", "pos")
+    __slots__ = ("thread", "epoch", "kind", "runs", "ev")
 
-    def __init__(self, thread, epoch, kind, runs, ev, pos):
-        self.thread, self.epoch, self.kind, self.runs, self.ev, self.pos = \
-            thread, epoch, kind, runs, ev, pos
+    def __init__(self, thread, epoch, kind, runs, ev):
+        self.thread, self.epoch, self.kind, self.runs, self.ev = thread, epoch, kind, runs, ev
 
 
 def _overlap(a: tuple, b: tuple) -> list:
@@ -162,40 +173,91 @@ def _unravel(flat: int, shape: tuple) -> list:
 
 # ------------------------------------------------------------------ replay
 class _Replay:
-    def __init__(self, logs: dict, names: dict):
-        self.names = names                  # buffer id -> name
+    """The replay of one call's logs.  Each rank's events are read lazily
+    (``READ_BATCH`` at a time) as the replay needs them: a thread that has
+    none left, or a wait whose cell's history may still miss a notify it saw,
+    has more read; replayed events are dropped.  What stays is the per-cell
+    notify history with its clocks and the accesses no later one covers."""
+
+    def __init__(self, logs: dict):
+        self.readers = {rank: iter(events) for rank, events in logs.items()}
         self.threads: dict = {}
         self.conds: dict = {}              # (rank, task id) -> [COND events]
-        for rank, events in logs.items():
-            per: dict = {}
-            for ev in events:
-                if ev[0] == COND:           # a task's conditions: read by its completion
-                    self.conds.setdefault((rank, ev[1][1]), []).append(ev)
-                else:
-                    per.setdefault(ev[1], []).append(ev)
-            for thr, evs in per.items():
-                self.threads[(rank, thr)] = _Thread((rank, thr), evs)
+        self.defers: dict = {}             # (rank, task id) -> conditions it registered
         self.blocks: dict = {}             # (rank, task id) -> number of blocks
         self.preds: dict = {}              # (rank, task id) -> predecessor ids
         self.submit_vc: dict = {}
         self.task_names: dict = {}
         self.done_vc: dict = {}            # (rank, task id) -> clock at its completion
         self.dispatch_vc: dict = {}        # (rank, seq) -> clock at the dispatch's end
-        self.notify_vc: dict = {}          # (cell, seq) -> clock of that notify
+        self.notify_vc: dict = {}          # (cell, seq) -> its notify's clock, until in prefix
         self.prefix: dict = {}             # cell -> [running join of its history's clocks]
-        self.history: dict = {}            # cell -> [(seq, op, value, result, rank, thread, pos,
-        #                                              line)] in modification order
+        self.history: dict = {}            # cell -> [(seq, op, value, result, rank, thread,
+        #                                              None, line)] in modification order
+        self.seqs: dict = {}               # cell -> the seqs of its history
+        self.stripes: dict = {}            # stripe -> sorted seqs read of it
+        self.base: dict = {}               # stripe -> its count before the call
         self.barriers: dict = {}           # key -> [threads arrived]
         self.shadow: dict = {}             # (buffer id, owner) -> [_Shadow]
-        self.found: dict = {}              # dedup key -> Race
-        for rank, events in logs.items():
-            for ev in events:
-                if ev[0] == NOTIFY:
-                    self.history.setdefault(ev[2], []).append(
-                        (ev[6], ev[3], ev[4], ev[5], rank, ev[1], None, ev[7]))
-        for h in self.history.values():
-            h.sort()
-        self.seqs = {c: [x[0] for x in h] for c, h in self.history.items()}
+        self.found: dict = {}              # dedup key -> the race's fields
+        for rank in list(self.readers):    # every rank's BASE comes first
+            self.read(rank)
+
+    def read(self, rank) -> bool:
+        """Read the next events of ``rank``'s log into the threads' queues
+        (False: none left)."""
+        reader = self.readers.get(rank)
+        if reader is None:
+            return False
+        n = 0
+        for ev in reader:
+            self.take(rank, ev)
+            n += 1
+            if n == READ_BATCH:
+                return True
+        del self.readers[rank]
+        return n > 0
+
+    def take(self, rank, ev) -> None:
+        kind = ev[0]
+        if kind == BASE:
+            for st, count in enumerate(ev[2]):
+                self.base[st] = min(self.base.get(st, count), count)
+            return
+        if kind == COND:                   # a task's conditions: read by its completion
+            self.conds.setdefault((rank, ev[1][1]), []).append(ev)
+            return
+        if kind == NOTIFY:
+            cell, seq = ev[2], ev[6]
+            entry = (seq, ev[3], ev[4], ev[5], rank, ev[1], None, ev[7])
+            h, seqs = self.history.setdefault(cell, []), self.seqs.setdefault(cell, [])
+            k = bisect_right(seqs, seq)
+            h.insert(k, entry)
+            seqs.insert(k, seq)
+            insort(self.stripes.setdefault(stripe_of(cell), []), seq)
+        key = (rank, ev[1])
+        t = self.threads.get(key)
+        if t is None:
+            t = self.threads[key] = _Thread(key)
+        t.events.append(ev)
+
+    def read_more(self) -> bool:
+        """Read from every rank with events left (False: every log is read)."""
+        got = False
+        for rank in list(self.readers):
+            got = self.read(rank) or got
+        return got
+
+    def complete(self, cell, seen) -> bool:
+        """Whether the cell's history holds every notify a waiter that saw
+        ``seen`` of its stripe may need: the stripe's numbers since the call
+        began are consecutive (or every log is read).  Not yet: the waiter
+        waits while the other threads replay what is read, and more is read
+        only when nothing can move (so a long log never sits in memory)."""
+        if not self.readers:
+            return True
+        st = stripe_of(cell)
+        return bisect_right(self.stripes.get(st, ()), seen) >= seen - self.base.get(st, 0)
 
     # -------------------------------------------------------------- waits
     def needed(self, cell, cmp, expected, seen):
@@ -226,11 +288,10 @@ class _Replay:
         done = self.prefix.setdefault(cell, [])
         while len(done) <= j:
             k = len(done)
-            vc = self.notify_vc.get((cell, h[k][0]))
+            vc = self.notify_vc.pop((cell, h[k][0]), None)     # folded in from here on
             if vc is None:
                 return None
             if h[k][1] == NOTIFY_ADD and k > 0:
-                vc = dict(vc)
                 _join(vc, done[k - 1])
             done.append(vc)
         return done[j]
@@ -240,6 +301,8 @@ class _Replay:
         history entry that made it true or None); (None, None) until the
         notifies it needs are replayed."""
         cell = ev[2]
+        if not self.complete(cell, ev[5]):
+            return None, None
         j = self.needed(cell, ev[3], ev[4], ev[5])
         if j is None:
             return {}, None
@@ -251,8 +314,7 @@ class _Replay:
         if vc is None:
             return False
         _join(t.vc, vc)
-        t.acquires.append((t.pos, f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(ev[3], ev[3])} "
-                                  f"{ev[4]})", src))
+        t.synced(f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(ev[3], ev[3])} {ev[4]})", src)
         return True
 
     # -------------------------------------------------------------- tasks
@@ -266,10 +328,13 @@ class _Replay:
         vc = dict(self.submit_vc[key])
         for b in range(self.blocks[key]):
             t = self.threads[(rank, (tid, b))]
-            if t.pos < len(t.events) or not t.started:
+            if not t.started or not (t.ended or not t.events and rank not in self.readers):
                 return None
             _join(vc, t.vc)
-        for ev in self.conds.get(key, ()):
+        conds = self.conds.get(key, ())
+        if len(conds) < self.defers.get(key, 0) and rank in self.readers:
+            return None                    # a condition found true is not read yet
+        for ev in conds:
             got, _ = self.satisfied(ev)
             if got is None:
                 return None
@@ -293,20 +358,21 @@ class _Replay:
 
     # -------------------------------------------------------------- the run
     def run(self) -> None:
-        progress = True
-        while progress:
+        while True:
             progress = False
             for t in list(self.threads.values()):
                 if not t.started:
                     if not self.start(t):
                         continue
                     progress = True
-                while t.pos < len(t.events):
-                    if not self.step(t, t.events[t.pos]):
-                        break
+                events = t.events
+                while events and self.step(t, events[0]):
+                    events.popleft()
                     t.pos += 1
                     progress = True
-        stuck = [t.key for t in self.threads.values() if t.pos < len(t.events)]
+            if not progress and not self.read_more():
+                break
+        stuck = [t.key for t in self.threads.values() if t.events]
         if stuck:
             raise InternalError(f"race check: the recorded events of {stuck[:4]} cannot be "
                                 f"replayed (a wait's notifies were not recorded)")
@@ -337,14 +403,19 @@ class _Replay:
             self.task_names[key] = ev[3]
             for b in range(ev[4]):
                 if (rank, (ev[2], b)) not in self.threads:
-                    self.threads[(rank, (ev[2], b))] = _Thread((rank, (ev[2], b)), [])
+                    self.threads[(rank, (ev[2], b))] = _Thread((rank, (ev[2], b)))
         elif kind == CLOSE:
             vcs = [self.task_done(rank, tid) for tid in ev[2]]
             if any(v is None for v in vcs):
                 return False
             for v in vcs:
                 _join(t.vc, v)
-            t.acquires.append((t.pos, f"the end of rank {rank}'s task scope", None))
+            t.synced(f"the end of rank {rank}'s task scope")
+        elif kind == END:
+            t.ended = True
+        elif kind == DEFER:
+            key = (rank, t.key[1][0])
+            self.defers[key] = self.defers.get(key, 0) + 1
         elif kind == BARRIER:
             return self.barrier(t, ev)
         elif kind == DONE:
@@ -373,10 +444,10 @@ class _Replay:
             _join(vc, m.vc)
         for m in arrived:
             m.vc = dict(vc)
-            m.acquires.append((m.pos, f"rank {m.key[0]}'s {ev[5]} at {ev[4]} (a barrier of "
-                                      f"{members})", None))
-            if m is not t:
-                m.pos += 1                 # the others resume past it on their next turn
+            m.synced(f"rank {m.key[0]}'s {ev[5]} at {ev[4]} (a barrier of {members})")
+            if m is not t:                 # the others resume past it on their next turn
+                m.events.popleft()
+                m.pos += 1
         del self.barriers[key]
         return True
 
@@ -397,7 +468,7 @@ class _Replay:
             if ordered and dominates(kind, r.kind) and _covers(runs, r.runs):
                 continue                   # anything racing with it races with this one
             keep.append(r)
-        keep.append(_Shadow(t, epoch, kind, runs, ev, t.pos))
+        keep.append(_Shadow(t, epoch, kind, runs, ev))
         self.shadow[where] = keep
 
     def describe(self, t: _Thread, ev) -> Access:
@@ -410,13 +481,12 @@ class _Replay:
                                  (second.rank, second.line, second.op))))
         if key in self.found:
             return
-        bid, owner = where
         shaped = ev if ev[8] is not None else r.ev      # a signal cell has no view shape
         region = region_text(common, shaped[8], shaped[9]) if shaped[8] is not None else \
             f"[cell at byte {common[0][0]}]"
-        self.found[key] = Race(self.names.get(bid, str(bid)), owner, region, first, second,
-                               f"nothing orders {first} before {second}: "
-                               f"{self.why(r, t, first, second)}")
+        self.found[key] = (where, region, first, second,
+                           f"nothing orders {first} before {second}: "
+                           f"{self.why(r, t, first, second)}")
 
     def why(self, r: _Shadow, t: _Thread, first: Access, second: Access) -> str:
         """The missing edge, in words (what follows "nothing orders A before B")."""
@@ -430,17 +500,16 @@ class _Replay:
                      "the dispatch's own code" for k in (a, b)]
             return (f"on rank {a[0]}, '{names[0]}' and '{names[1]}' run concurrently (no deps=, "
                     f"inferred dependency or deferred wait orders them)")
-        before = [x for x in t.acquires if x[0] <= t.pos]
-        if not before:
+        if t.last is None:
             return (f"rank {b[0]} waits for nothing (no wait, collective or task dependency) "
                     f"before its {second.op}")
         # a synchronisation with the first access's thread that comes too early
-        early = [x for x in before if x[2] is not None and (x[2][0][4], x[2][0][5]) == a]
-        if early:
-            _, what, (src, _) = early[-1]
+        early = t.last_from.get(a)
+        if early is not None:
+            what, (src, _) = early
             return (f"{what} is satisfied by rank {src[4]}'s notify at {src[7]}, which comes "
                     f"before the {first.op}")
-        _, what, made = before[-1]
+        what, made = t.last
         if made is None:
             return (f"{what} is the last synchronisation before the {second.op}, and rank "
                     f"{a[0]}'s {first.op} is not before it")
@@ -454,10 +523,13 @@ class _Replay:
 
 def find_races(logs: dict, names: dict) -> tuple:
     """(races, how many more were found) of one call: ``logs`` maps each
-    rank to its events, ``names`` each window buffer id to its name."""
-    replay = _Replay(logs, names)
+    rank to an iterable of its events (read as the replay goes), ``names``
+    each window buffer id to its name (read once the replay is done: a
+    rank's log may end with them)."""
+    replay = _Replay(logs)
     replay.run()
-    races = list(replay.found.values())
+    races = [Race(names.get(bid, str(bid)), owner, region, first, second, why)
+             for (bid, owner), region, first, second, why in replay.found.values()]
     return tuple(races[:MAX_REPORTED]), max(0, len(races) - MAX_REPORTED)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _native_core as native
+from ..check.events import SEQ_STRIPES
 from ..errors import RuntimeFault
 from ..transport.base import WaitHooks
 from ..transport.segments import Segment
@@ -172,6 +173,11 @@ class ControlPlane(ABC):
         raise RuntimeFault("this control plane has no sequencer (ControlPlane.sequences)",
                            code="TC402")
 
+    def sequence_counts(self) -> tuple:
+        """The number of ops run so far in each stripe."""
+        raise RuntimeFault("this control plane has no sequencer (ControlPlane.sequences)",
+                           code="TC402")
+
     @abstractmethod
     def write_area(self, rank: int, data: bytes) -> None:
         """Rank ``rank`` stores ``data`` (at most ``area_bytes - 8`` bytes) in
@@ -209,14 +215,7 @@ _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "
 # after the counters: the race sequencer's stripes, each a ticket lock (next
 # ticket, ticket served: int32 futex words in their slots) and the count of
 # ops run under it; a cell uses the stripe its key hashes to
-SEQ_STRIPES = 64
 SEQ_SLOTS = 3
-
-
-def stripe_of(cell: tuple) -> int:
-    """The sequencer stripe of a signal cell's key (ints and tuples of them
-    hash alike in every process)."""
-    return hash(cell) % SEQ_STRIPES
 
 
 def control_size(world: int) -> int:
@@ -364,8 +363,14 @@ class ShmControlPlane(ControlPlane):
     def close(self):
         self.segment.close()
 
+    def _stripe(self, stripe: int) -> int:
+        return self._counters + (COUNTER_SLOTS * self.world + SEQ_SLOTS * stripe) * SLOT
+
+    def sequence_counts(self):
+        return tuple(native.load_i64(self._stripe(st) + 2 * SLOT) for st in range(SEQ_STRIPES))
+
     def sequenced(self, stripe, op, aborted):
-        base = self._counters + (COUNTER_SLOTS * self.world + SEQ_SLOTS * stripe) * SLOT
+        base = self._stripe(stripe)
         serving, count = base + SLOT, base + 2 * SLOT
         ticket = native.notify_i32(base, native.OP_ADD, 1, 0) - 1
         # held for one native op: spin, then yield (a holder that died is

@@ -82,11 +82,9 @@ class RunArtefacts:
         as the ``DataRaceError`` to raise (None: no race, or no check)."""
         if self.settings.races is None:
             return None
-        logs, names = {}, {}
-        for r in range(self.world):
-            logs[r], got = read_log(race_log_path(self.settings, r))
-            names.update(got)
-        found, omitted = find_races(logs, names)
+        names: dict = {}
+        found, omitted = find_races({r: read_log(race_log_path(self.settings, r), names)
+                                     for r in range(self.world)}, names)
         return DataRaceError(found, omitted) if found else None
 
     def close(self) -> None:

@@ -31,11 +31,10 @@ import threading
 
 import numpy as np
 
-from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, CLOSE, COND, DONE, MAIN, NOTIFY,
-                             READ, SUBMIT, WAIT, WRITE, byte_runs)
+from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER, DONE, END,
+                             MAIN, NOTIFY, READ, SUBMIT, WAIT, WRITE, byte_runs, stripe_of)
 from ...collectives import footprints
 from ...collectives.names import NAMES
-from ..control import stripe_of
 from .context import RankContext
 from .deps import Tracker, explicit_ids, inferred_ids
 from .tile.kernel_ops import arr, tile_valid
@@ -70,6 +69,9 @@ class RaceLog:
         self.windows: list = []         # (first address, end, buffer id, owner, shape, itemsize)
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # a deferred condition's cell handle -> (cell, line)
+        # where the sequencer's counts stand as this rank begins (the replay
+        # tells this call's notifies from earlier ones with it)
+        self.add((BASE, None, control.sequence_counts()))
 
     # ------------------------------------------------------------ dispatches
     def begin_dispatch(self, fname: str, image, vals) -> None:
@@ -175,7 +177,7 @@ class RaceLog:
 
     def add(self, event: tuple) -> None:
         with self.lock:
-            if self.last.get(event[1]) == event and event[0] == ACCESS:
+            if event[0] == ACCESS and self.last.get(event[1]) == event:
                 return
             self.last[event[1]] = event
             self.events.append(event)
@@ -196,15 +198,16 @@ class RaceLog:
                 pickle.dump(self.names, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def read_log(path: str) -> tuple:
-    """(events, window names) of a rank's log file (``RaceLog``)."""
-    events: list = []
+def read_log(path: str, names: dict):
+    """The events of a rank's log file (``RaceLog``), chunk by chunk as they
+    are asked for; the window names at its end go into ``names``."""
     with open(path, "rb") as f:
         while True:
             part = pickle.load(f)
             if isinstance(part, dict):
-                return events, part
-            events.extend(part)
+                names.update(part)
+                return
+            yield from part
 
 
 def cell_key(view: WindowView, member, offsets) -> tuple:
@@ -244,7 +247,16 @@ class RacingScope:
 
     def submit(self, fn, args, name, loc, deps=(), acc=(), blocks=1, waiter=False,
                manual=False):
-        tid = self.inner.submit(fn, args, name, loc, deps, acc, blocks, waiter, manual)
+        log = self.log
+
+        def body(ctx, *a):
+            try:
+                fn(ctx, *a)
+            finally:                    # a block's end: the replay need not read on
+                log.add((END, (ctx.task.tid, ctx.block_idx)))
+
+        body.__name__ = fn.__name__
+        tid = self.inner.submit(body, args, name, loc, deps, acc, blocks, waiter, manual)
         preds = set(explicit_ids(deps)) | inferred_ids(self.tracker, tid, acc, manual)
         preds.discard(tid)
         self.tids.append(tid)
@@ -347,6 +359,7 @@ class RacingRankContext(RankContext):
         cell = signal.cells[(signal.rank, offsets)]
         log.conds[cell] = (cell_key(signal, signal.rank, offsets), log.site(self, _loc)[2],
                            cell_label(signal, signal.rank, offsets))
+        log.add((DEFER, log.thread(self)))
 
     def wait_cell(self, cell, cmp, expected, record):
         super().wait_cell(cell, cmp, expected, record)
