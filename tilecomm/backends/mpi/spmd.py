@@ -54,7 +54,7 @@ import sys
 
 import numpy as np
 
-from ...errors import ConfigError, DataRaceError, RankFailure
+from ...errors import ConfigError, DataRaceError, RankFailure, UserError
 from .transport import MpiHost
 from .comm import require_mpi, unlink_backing_file
 from . import jobwatch
@@ -352,6 +352,9 @@ def _rebuild(data: bytes) -> BaseException:
     e = cls.__new__(cls)
     e.args = args
     e.__dict__.update(state)
+    if isinstance(e, UserError) and e.diagnostics:
+        # the first diagnostic is the error itself (not the copy that travelled)
+        e.diagnostics = [e, *e.diagnostics[1:]]
     e.reported_by_process_0 = True
     return e
 
