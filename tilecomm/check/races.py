@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .. import _native_core as native
 from ..errors import InternalError
@@ -44,9 +44,9 @@ MAX_REPORTED = 10       # races listed in a report; the rest are counted
 READ_BATCH = 4096       # events of one rank read at a time
 
 
-@dataclass(frozen=True)
-class Access:
-    """One side of a race."""
+class Access(NamedTuple):
+    """One side of a race.  (Records are named tuples: cheap to define on the
+    import path, immutable, and they travel to other MPI processes.)"""
 
     rank: int           # the rank that made the access
     task: str           # its task, or the dispatched function outside tasks
@@ -58,8 +58,7 @@ class Access:
         return f"rank {self.rank}'s {self.op} at {self.line}"
 
 
-@dataclass(frozen=True)
-class Race:
+class Race(NamedTuple):
     """Two accesses to overlapping elements of one window copy that nothing
     orders."""
 
