@@ -7,6 +7,7 @@ import glob
 import json
 import os
 
+import numpy as np
 import pytest
 
 from conftest import config_for
@@ -94,3 +95,24 @@ def test_a_reloaded_build_takes_detect_races(tmp_path):
     with pytest.raises(DataRaceError):
         program(xs, ys, gots, EARLY)
     CompiledProgram.from_dir(cp.output_dir)(xs, ys, gots, EARLY)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_prepared_worker_checks_the_calls_asked_to(n):
+    """Per call, on kept windows: a checked call raises, the next unchecked
+    or fixed one runs, a submitted call raises from its handle."""
+    xs, ys, gots = ring_inputs(n)
+    cp = ring_main.compile(xs, ys, gots, EARLY, config=config_for(n))
+    checked = config_for(n, detect_races=True)
+    with cp.prepare(persistent=True) as rt:
+        rt(xs, ys, gots, EARLY)                              # not checked: runs
+        with pytest.raises(DataRaceError) as ei:
+            rt(xs, ys, gots, EARLY, config=checked)
+        assert reported_lines(ei.value) == ring_race_lines(n)
+        rt(xs, ys, gots, 0, config=checked)                  # the fixed order is clean
+        handle = rt.submit(cp, xs, ys, gots, EARLY, config=checked)
+        with pytest.raises(DataRaceError):
+            handle.result()
+        gots[...] = 0
+        rt(xs, ys, gots, 0)
+    assert (gots == np.roll(xs, 1, axis=0)).all()
