@@ -1,0 +1,31 @@
+"""The ``tilecomm`` command (also ``python -m tilecomm``).
+
+One group, a verb a module: ``doctor`` (what this machine offers a run) and
+``ops`` (the op catalogue, from the registry).  Built on click; nothing
+here runs at ``import tilecomm``."""
+from __future__ import annotations
+
+import click
+
+from .doctor import doctor
+from .ops import ops
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tilecomm", prog_name="tilecomm")
+def main():
+    """tilecomm: PyPTO's distributed tile programs (pl + pld) on real processes,
+    shared memory and MPI.
+
+    \b
+    Examples:
+      tilecomm doctor                   what this machine offers a run
+      tilecomm ops                      every op, where it may be used
+      tilecomm ops pld.system.notify    one op: signature, effects, doc
+    """
+
+
+main.add_command(doctor)
+main.add_command(ops)
+
+__all__ = ["main"]

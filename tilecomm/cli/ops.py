@@ -1,0 +1,62 @@
+"""``tilecomm ops [NAME]``: the op catalogue, read from the registry records
+(so it cannot drift from what the compiler accepts)."""
+from __future__ import annotations
+
+import difflib
+
+import click
+
+from ..ir.kinds import KIND_NAMES
+from ..ops.registry import records
+
+# where an op may be used, shortest first
+_WHERE = {"host": "HOST", "orchestration": "chip orchestration", "incore": "InCore"}
+
+
+def catalogue() -> dict:
+    """Every public spelling -> its record."""
+    return {name: rec for rec in records() for name in rec.spellings}
+
+
+def where(rec) -> str:
+    return ", ".join(_WHERE[k] for k in _WHERE if k in rec.contexts)
+
+
+def describe(rec) -> list:
+    """The lines ``tilecomm ops NAME`` prints for one record."""
+    lines = [f"{rec.name}{rec.signature}"]
+    if rec.aliases:
+        lines.append(f"  also spelled: {', '.join(rec.aliases)}")
+    lines.append("  may be used in: " + "; ".join(KIND_NAMES[k] for k in sorted(rec.contexts)))
+    if rec.effects:
+        lines.append("  effects: " + ", ".join(sorted(e.value for e in rec.effects)))
+    if rec.static:
+        lines.append("  compile-time constants: " + ", ".join(rec.static))
+    if rec.collective:
+        lines.append("  a collective: its window operands form one comm domain; in a HOST "
+                     "orchestrator it runs as one builtin dispatch per member rank")
+    if rec.doc:
+        lines.append("")
+        lines.extend("  " + line if line else "" for line in rec.doc.strip().splitlines())
+    return lines
+
+
+@click.command()
+@click.argument("name", required=False)
+def ops(name):
+    """List every op with where it may be used, or describe op NAME (any of
+    its spellings, e.g. pld.system.notify or pl.load)."""
+    table = catalogue()
+    if name is None:
+        recs = sorted({id(r): r for r in table.values()}.values(), key=lambda r: r.name)
+        width = max(len(r.name) for r in recs)
+        for rec in recs:
+            click.echo(f"{rec.name:<{width}}  {where(rec)}")
+        click.echo(f"\n{len(recs)} ops; `tilecomm ops NAME` describes one")
+        return
+    rec = table.get(name)
+    if rec is None:
+        close = difflib.get_close_matches(name, list(table), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise click.UsageError(f"no op named {name!r}{hint}")
+    click.echo("\n".join(describe(rec)))
