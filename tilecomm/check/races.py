@@ -80,6 +80,18 @@ class Race(NamedTuple):
                           f"{self.second.kind}: {why}"])
 
 
+class _Notify(NamedTuple):
+    """One notify in its cell's modification order."""
+
+    seq: int            # its number in the cell's sequencer stripe
+    op: int
+    value: int
+    result: int         # the value it left in the cell
+    rank: int
+    thread: object      # the notifying thread's key on that rank
+    line: str
+
+
 # ------------------------------------------------------------------ clocks
 def _join(into: dict, other: dict) -> None:
     for k, v in other.items():
@@ -111,7 +123,7 @@ class _Thread:
         self.last = (what, made)
         if made is not None:
             src = made[0]
-            self.last_from[(src[4], src[5])] = self.last
+            self.last_from[(src.rank, src.thread)] = self.last
 
 
 class _Shadow:
@@ -191,8 +203,7 @@ class _Replay:
         self.dispatch_vc: dict = {}        # (rank, seq) -> clock at the dispatch's end
         self.notify_vc: dict = {}          # (cell, seq) -> its notify's clock, until in prefix
         self.prefix: dict = {}             # cell -> [running join of its history's clocks]
-        self.history: dict = {}            # cell -> [(seq, op, value, result, rank, thread,
-        #                                              None, line)] in modification order
+        self.history: dict = {}            # cell -> [_Notify] in modification order
         self.seqs: dict = {}               # cell -> the seqs of its history
         self.stripes: dict = {}            # stripe -> sorted seqs read of it
         self.base: dict = {}               # stripe -> its count before the call
@@ -228,7 +239,7 @@ class _Replay:
             return
         if kind == NOTIFY:
             cell, seq = ev[2], ev[6]
-            entry = (seq, ev[3], ev[4], ev[5], rank, ev[1], None, ev[7])
+            entry = _Notify(seq, ev[3], ev[4], ev[5], rank, ev[1], ev[7])
             h, seqs = self.history.setdefault(cell, []), self.seqs.setdefault(cell, [])
             k = bisect_right(seqs, seq)
             h.insert(k, entry)
@@ -265,14 +276,14 @@ class _Replay:
         it held before any notify of the call."""
         h = self.history.get(cell, [])
         i = bisect_right(self.seqs.get(cell, ()), seen) - 1
-        while i >= 0 and not holds(cmp, h[i][3], expected):
+        while i >= 0 and not holds(cmp, h[i].result, expected):
             i -= 1                         # saw more than it needed: back to a true point
         if i < 0:
             return None
         j = i
-        while j > 0 and holds(cmp, h[j - 1][3], expected):
+        while j > 0 and holds(cmp, h[j - 1].result, expected):
             j -= 1
-        if j == 0 and h[0][1] == NOTIFY_ADD and holds(cmp, h[0][3] - h[0][2], expected):
+        if j == 0 and h[0].op == NOTIFY_ADD and holds(cmp, h[0].result - h[0].value, expected):
             return None                    # true before any notify of this call
         return j
 
@@ -287,10 +298,10 @@ class _Replay:
         done = self.prefix.setdefault(cell, [])
         while len(done) <= j:
             k = len(done)
-            vc = self.notify_vc.pop((cell, h[k][0]), None)     # folded in from here on
+            vc = self.notify_vc.pop((cell, h[k].seq), None)    # folded in from here on
             if vc is None:
                 return None
-            if h[k][1] == NOTIFY_ADD and k > 0:
+            if h[k].op == NOTIFY_ADD and k > 0:
                 _join(vc, done[k - 1])
             done.append(vc)
         return done[j]
@@ -506,15 +517,15 @@ class _Replay:
         early = t.last_from.get(a)
         if early is not None:
             what, (src, _) = early
-            return (f"{what} is satisfied by rank {src[4]}'s notify at {src[7]}, which comes "
+            return (f"{what} is satisfied by rank {src.rank}'s notify at {src.line}, which comes "
                     f"before the {first.op}")
         what, made = t.last
         if made is None:
             return (f"{what} is the last synchronisation before the {second.op}, and rank "
                     f"{a[0]}'s {first.op} is not before it")
         src, j = made                       # the notify that made the condition true
-        by = f"rank {src[4]}'s notify at {src[7]}"
-        if src[1] == NOTIFY_ADD and j > 0:
+        by = f"rank {src.rank}'s notify at {src.line}"
+        if src.op == NOTIFY_ADD and j > 0:
             by = f"the AtomicAdds up to {by}"
         return (f"{what} is satisfied by {by}, which does not wait for rank {a[0]}'s "
                 f"{first.op}")

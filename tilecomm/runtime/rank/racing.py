@@ -68,7 +68,7 @@ class RaceLog:
         self.mapped: set = set()        # (buffer id, address of this rank's copy)
         self.windows: list = []         # (first address, end, buffer id, owner, shape, itemsize)
         self.calls: dict = {}           # signal buffer id -> collective calls on it
-        self.conds: dict = {}           # a deferred condition's cell handle -> (cell, line)
+        self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
         # where the sequencer's counts stand as this rank begins (the replay
         # tells this call's notifies from earlier ones with it)
         self.add((BASE, None, control.sequence_counts()))
