@@ -270,4 +270,10 @@ CODES = {
     # checkers (TC6xx)
     "TC601": "data race: two accesses to one window copy that nothing orders "
              "(RunConfig.detect_races)",
+    "TC602": "an explored schedule did not replay (the program computes something different "
+             "between its visible operations from run to run)",
+    "TC603": "an explored schedule ran past its step limit (a loop polling window memory "
+             "without a wait)",
+    "TC604": "a program or argument explore cannot run (tasks on a rank's cores, ranks on "
+             "several machines, a bad schedule token or world size)",
 }

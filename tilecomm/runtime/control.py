@@ -178,6 +178,13 @@ class ControlPlane(ABC):
         raise RuntimeFault("this control plane has no sequencer (ControlPlane.sequences)",
                            code="TC402")
 
+    def turns_base(self) -> int:
+        """The address of the turn block an explored run's ranks share
+        (``TURN_SLOTS`` header slots, then ``TURN_RANK_SLOTS`` per rank: see
+        ``runtime/rank/exploring.py``); zeroed by ``reset``."""
+        raise RuntimeFault("this control plane has no turn block (ControlPlane.sequences)",
+                           code="TC402")
+
     @abstractmethod
     def write_area(self, rank: int, data: bytes) -> None:
         """Rank ``rank`` stores ``data`` (at most ``area_bytes - 8`` bytes) in
@@ -216,11 +223,18 @@ _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "
 # ticket, ticket served: int32 futex words in their slots) and the count of
 # ops run under it; a cell uses the stripe its key hashes to
 SEQ_SLOTS = 3
+# after the stripes: the turn block of an explored run (who may move next),
+# a header and a few slots per rank
+TURN_SLOTS, TURN_RANK_SLOTS = 8, 2
+
+
+def _turn_slots(world: int) -> int:
+    return TURN_SLOTS + TURN_RANK_SLOTS * world
 
 
 def control_size(world: int) -> int:
-    return (HEADER_SLOTS + (RECORD_SLOTS + COUNTER_SLOTS) * world + SEQ_STRIPES * SEQ_SLOTS) \
-        * SLOT
+    return (HEADER_SLOTS + (RECORD_SLOTS + COUNTER_SLOTS) * world + SEQ_STRIPES * SEQ_SLOTS
+            + _turn_slots(world)) * SLOT
 
 
 class ShmControlPlane(ControlPlane):
@@ -322,10 +336,10 @@ class ShmControlPlane(ControlPlane):
             self.set(r, DONE_SEQ, 0)
             self.set(r, RUNS, 0)
         # windows are fresh per run, so are the counts of calls on them (and
-        # the race sequencer's stripes, after them)
+        # the race sequencer's stripes and the turn block, after them)
         start = (HEADER_SLOTS + RECORD_SLOTS * self.world) * SLOT
-        self.segment.ndarray(np.int64, (COUNTER_SLOTS * self.world + SEQ_STRIPES * SEQ_SLOTS,),
-                             start)[:] = 0
+        self.segment.ndarray(np.int64, (COUNTER_SLOTS * self.world + SEQ_STRIPES * SEQ_SLOTS
+                                        + _turn_slots(self.world),), start)[:] = 0
 
     def abort(self):
         native.store_i64(self.base + ABORT * SLOT, 1)
@@ -365,6 +379,9 @@ class ShmControlPlane(ControlPlane):
 
     def _stripe(self, stripe: int) -> int:
         return self._counters + (COUNTER_SLOTS * self.world + SEQ_SLOTS * stripe) * SLOT
+
+    def turns_base(self):
+        return self._stripe(SEQ_STRIPES)
 
     def sequence_counts(self):
         return tuple(native.load_i64(self._stripe(st) + 2 * SLOT) for st in range(SEQ_STRIPES))

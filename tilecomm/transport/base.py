@@ -87,6 +87,12 @@ class Endpoint(ABC):
         return None
 
     # ----------------------------------------------------------- data
+    def where(self, addr: int) -> tuple | None:
+        """Optional capability: (the name every rank knows the window memory
+        at process address ``addr`` by, the byte offset there), or None --
+        how an explored run names what an op touches across processes."""
+        return None
+
     @abstractmethod
     def window(self, key: WindowKey, member: int):
         """An opaque handle for member ``member``'s copy of a window view;

@@ -112,6 +112,12 @@ class ShmEndpoint(Endpoint):
                 key.dtype, key.shape)
         return a
 
+    def where(self, addr):
+        for name, seg in self._segments.items():
+            if seg.addr <= addr < seg.addr + seg.size:
+                return name, addr - seg.addr
+        return None
+
     local = _view
     peer_view = _view
     window = _view                   # the handle is the peer's copy itself

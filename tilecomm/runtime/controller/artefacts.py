@@ -17,7 +17,8 @@ from ...errors import ConfigError, DataRaceError, RuntimeFault
 from ..messages import BeginRun, Files
 from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
-                              dispatch_trace_name, race_log_path)
+                              dispatch_trace_name, race_log_path, step_log_path)
+from ..rank.exploring import read_steps
 from ..rank.racing import read_log
 from ..rank.tracing import pid_of
 
@@ -27,20 +28,26 @@ from ..rank.tracing import pid_of
 class RunArtefacts:
     """The controller's part of one run that writes artefacts."""
 
-    def __init__(self, settings: DfxSettings, world: int):
+    def __init__(self, settings: DfxSettings, world: int, explore=None):
         self.settings = settings
         self.world = world
+        self.explore = explore
         self.trace_path = None
 
     @classmethod
-    def begin(cls, executable, config, control, logs: str = ""):
+    def begin(cls, executable, config, control, logs: str = "", explore=None):
         """Before the run touches any rank: None when ``config`` asks for no
-        artefact and no race check (the common case); otherwise clear the
-        stale output (a directory that cannot be written fails here).
-        ``logs``: the path prefix of the ranks' race logs (files in /dev/shm
-        named as the call's segments are, so whatever sweeps a dead caller's
-        segments sweeps them too)."""
+        artefact and no race check, and the run is not explored (the common
+        case); otherwise clear the stale output (a directory that cannot be
+        written fails here).  ``logs``: the path prefix of the ranks' race
+        logs and step logs (files in /dev/shm named as the call's segments
+        are, so whatever sweeps a dead caller's segments sweeps them too).
+        ``explore``: an explored run's plan (``schedule``, ``limit``; its
+        ``steps`` are set when the run ends)."""
         races = config.races_enabled
+        if explore is not None and not control.sequences:
+            raise ConfigError("an explored run needs every rank on one machine (its ranks take "
+                              "turns through the shared control block)", code="TC604")
         if races and not control.sequences:
             raise ConfigError("RunConfig.detect_races needs every rank on one machine: this "
                               "job's control block is reached over MPI RMA (ranks on several "
@@ -49,11 +56,13 @@ class RunArtefacts:
                               hint="check the program with its ranks on one node (or on the "
                                    "shm transport), then run it across nodes without "
                                    "detect_races")
+        steps = None if explore is None else (f"{logs}-steps", tuple(explore.schedule),
+                                              explore.limit)
         if not config.dfx_enabled:
-            if not races:
+            if not races and steps is None:
                 return None
-            return cls(DfxSettings(None, 0, 0, False, False, 0, "", logs),
-                       executable.world)
+            return cls(DfxSettings(None, 0, 0, False, False, 0, "", f"{logs}-races" if races
+                                   else None, steps), executable.world, explore)
         out = getattr(executable, "output_dir", None)
         if not out:
             raise RuntimeFault("run artefacts need the program's output directory, and this "
@@ -74,8 +83,8 @@ class RunArtefacts:
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
                                time.perf_counter_ns(), os.path.basename(out),
-                               logs if races else None)
-        return cls(settings, executable.world)
+                               f"{logs}-races" if races else None, steps)
+        return cls(settings, executable.world, explore)
 
     def races(self):
         """The run ended on every rank: the data races its ranks' logs show,
@@ -88,13 +97,21 @@ class RunArtefacts:
         return DataRaceError(found, omitted) if found else None
 
     def close(self) -> None:
-        """Remove the race logs (the run is over, whichever way)."""
+        """Remove the race logs and step logs (the run is over, whichever
+        way), giving an explored run's plan the steps its ranks made."""
+        paths = []
         if self.settings.races is not None:
-            for r in range(self.world):
-                try:
-                    os.unlink(race_log_path(self.settings, r))
-                except FileNotFoundError:
-                    pass
+            paths += [race_log_path(self.settings, r) for r in range(self.world)]
+        if self.settings.explore is not None:
+            logs = [step_log_path(self.settings, r) for r in range(self.world)]
+            self.explore.steps = sorted((s for p in logs for s in read_steps(p)),
+                                        key=lambda s: s.index)
+            paths += logs
+        for path in paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
     def announce(self, ranks):
         """The ranks are started: tell each, ahead of its first dispatch."""

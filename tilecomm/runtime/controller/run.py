@@ -68,14 +68,14 @@ def launch(executable, args: list, config):
 
 
 def execute(ranks: Ranks, executable, args: list, config, last: bool = False, callbacks=None,
-            reset_control: bool = True):
+            reset_control: bool = True, explore=None):
     """One whole call on ``ranks`` (started here if needed).  On any failure
     the ranks are stopped: the caller decides whether to restart.  ``last``:
     no run follows, so workers exit on their own once finished (their
     teardown then overlaps the controller's copy-back instead of following
-    it)."""
+    it).  ``explore``: run as an explored schedule (``RunArtefacts.begin``)."""
     def run_call(last):
-        run = Run(ranks, executable, config, callbacks)
+        run = Run(ranks, executable, config, callbacks, explore)
         return run.begin(args, last=last, reset_control=reset_control).finish()
     return ranks.backend.execute(ranks, executable, args, config, run_call, last)
 
@@ -83,7 +83,7 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False, ca
 class Run:
     """One execution of the HOST orchestrator on a set of ranks."""
 
-    def __init__(self, ranks: Ranks, executable, config, callbacks=None):
+    def __init__(self, ranks: Ranks, executable, config, callbacks=None, explore=None):
         self.ranks = ranks
         self.callbacks = callbacks or {}     # SubWorker name -> bound callback
         self.executable = executable
@@ -99,6 +99,7 @@ class Run:
         self.outcome = None                 # what finish() needs, once begin() succeeded
         self.index = 0                      # which run of the ranks this is (Ranks.runs)
         self.artefacts = None               # run artefacts (artefacts.RunArtefacts), if asked
+        self.explore = explore              # an explored run's plan (testing/explore.py)
 
     # ------------------------------------------------------------ first half
     def begin(self, args: list, last: bool = False, idle: bool = True,
@@ -110,7 +111,8 @@ class Run:
         # None unless the config asks; an unwritable directory fails here,
         # before anything touches the ranks
         self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control,
-                                            S.log_path(self.owner, self.call_id, "races"))
+                                            S.log_path(self.owner, self.call_id, "log"),
+                                            self.explore)
         try:
             self.prepare(idle, reset_control)
             host_vals, copies = self.share(args)

@@ -69,6 +69,7 @@ from .argdumps import ARGS_DIR, DumpingRankContext, TaskDumps, param_names, unwr
 from ..messages import Files
 from .collective_calls import BUILTIN_PREFIX
 from .context import RankContext
+from .exploring import Explorer, ExploringEndpoint, ExploringRankContext
 from .racing import RaceLog, RacingRankContext
 from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
 
@@ -87,6 +88,9 @@ class DfxSettings:
     origin_ns: int             # time zero of the run's traces
     title: str
     races: str | None = None   # a race-checking run: the path prefix of each rank's log
+    # an explored run: (the path prefix of each rank's step log, the ranks
+    # chosen at the first steps, the most steps a run may take)
+    explore: tuple | None = None
 
     @property
     def files(self) -> bool:
@@ -98,15 +102,21 @@ def race_log_path(settings: DfxSettings, rank: int) -> str:
     return f"{settings.races}-{rank}"
 
 
+def step_log_path(settings: DfxSettings, rank: int) -> str:
+    return f"{settings.explore[0]}-{rank}"
+
+
 # the recording classes a run may combine, outermost first: each calls the
-# next one's op (super()), the last reaches RankContext
-_RECORDING = (DumpingRankContext, TracingRankContext, RacingRankContext)
+# next one's op (super()), the last reaches RankContext.  An explored run's
+# class comes first: a rank takes its turn before anything records the op.
+_RECORDING = (ExploringRankContext, DumpingRankContext, TracingRankContext, RacingRankContext)
 _COMBINED: dict = {}
 
 
-def recording_class(dumping: bool, tracing: bool, racing: bool) -> type:
-    """The rank context class of a run that dumps / traces / checks races."""
-    key = (dumping, tracing, racing)
+def recording_class(dumping: bool, tracing: bool, racing: bool, exploring: bool = False) -> type:
+    """The rank context class of a run that dumps / traces / checks races /
+    is explored."""
+    key = (exploring, dumping, tracing, racing)
     cls = _COMBINED.get(key)
     if cls is None:
         bases = tuple(c for c, on in zip(_RECORDING, key) if on)
@@ -164,10 +174,20 @@ class RankArtefacts:
         if settings.races:
             self.races = rc._races = RaceLog(rank, rc.control, rc._aborted_exc,
                                              race_log_path(settings, rank))
+        self.explore = None
+        if settings.explore:
+            self.explore = rc._explore = Explorer(rank, rc.world, rc.control, rc._aborted_exc,
+                                                  step_log_path(settings, rank),
+                                                  *settings.explore[1:])
+            # every signal, check and put / get of the run is a step
+            rc.transport = ExploringEndpoint(rc.transport, self.explore)
+            rc._signal, rc._try_wait = rc.transport.signal, rc.transport.try_wait
+        self.failed = False
         # the recording variant, chosen once for the run (see tracing.py)
-        if self.rec is not None or self.task_dumps is not None or self.races is not None:
+        if self.rec is not None or self.task_dumps is not None or self.races is not None or \
+                self.explore is not None:
             rc.__class__ = recording_class(self.task_dumps is not None, self.rec is not None,
-                                           self.races is not None)
+                                           self.races is not None, self.explore is not None)
 
     def dispatch(self, fname, fn, call_args, vals, loc, image, seq):
         """Run one dispatch (``fn(*call_args)``, the rank's dispatch number
@@ -198,6 +218,8 @@ class RankArtefacts:
         races = self.races
         if races is not None:
             races.begin_dispatch(fname, image, vals)
+        if self.explore is not None:
+            self.explore.begin_dispatch(image, vals, loc)
         finished = False
         try:
             fn(*call_args)
@@ -216,6 +238,7 @@ class RankArtefacts:
         """The run failed or was aborted on this rank: write what was recorded
         (the controller merges it into the call's trace).  Never raises: the
         rank is on its way out."""
+        self.failed = True
         try:
             self.finish()
         except BaseException:
@@ -232,6 +255,9 @@ class RankArtefacts:
                     self._write_dispatch(dt, lines.get(dt.k))
             if self.races is not None:
                 self.races.finish()
+            if self.explore is not None:
+                # a failed run's other ranks are being stopped: no more turns
+                (self.explore.close if self.failed else self.explore.finish)()
         except OSError as e:
             raise unwritable(self.s.races if self.races is not None else self.s.root, e) \
                 from None
@@ -239,8 +265,13 @@ class RankArtefacts:
             # back to the unrecorded class (the scheduler's threads follow at
             # their next dispatch: Scheduler.begin)
             self.rc.__class__ = RankContext
-            for k in ("_trace", "_dumps", "_races"):
+            for k in ("_trace", "_dumps", "_races", "_explore"):
                 self.rc.__dict__.pop(k, None)
+            if self.explore is not None:       # the transport itself again
+                rc = self.rc
+                rc.transport = rc.transport.real
+                rc._signal, rc._try_wait = rc.transport.signal, rc.transport.try_wait
+                self.explore = None
             self.races = None
             if rec is not None:
                 # the scheduler's threads drop the recorder at their next
@@ -366,4 +397,4 @@ def _write_json(path, obj):
 
 __all__ = ["DFX_DIR", "DfxSettings", "MERGED_TRACE", "RANK_TRACE", "RankArtefacts", "dfx_root",
            "dispatch_dir", "dispatch_trace_name", "merged_trace_path", "race_log_path",
-           "recording_class"]
+           "recording_class", "step_log_path"]

@@ -156,6 +156,11 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
             h = view.peers[p] = self.transport.window(view.key, p)
         return h
 
+    def dispatch_done(self, seq: int) -> None:
+        """Publish that this rank completed its dispatch number ``seq`` (for
+        the ranks whose dispatches wait on it)."""
+        self.control.publish_done(self.device, seq)
+
     def wait_dispatch(self, rank: int, seq: int):
         """Wait until ``rank`` has completed its dispatch number ``seq``."""
         ctl = self.control

@@ -174,7 +174,7 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                 dfx.salvage()
             return M.EXIT_FAILED
         # publish progress for host-tensor dependencies of other ranks
-        control.publish_done(rank, msg.seq)
+        rc.dispatch_done(msg.seq)
 
 
 def _materialize(desc, rank, transport, hosts, shape, views=None, image_key=None):

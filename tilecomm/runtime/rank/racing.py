@@ -38,7 +38,8 @@ from ...collectives.names import NAMES
 from .context import RankContext
 from .deps import Tracker, explicit_ids, inferred_ids
 from .tile.kernel_ops import arr, tile_valid
-from .tile.regions import element_index, region_index
+from .tile.regions import region_index
+from .touched import assigned, clip, element, loaded, stored
 from .tracing import SourceLines
 from ..values import WindowView
 
@@ -225,11 +226,6 @@ def cell_label(view: WindowView, member, offsets) -> str:
             f"{view.buffer.devices[int(member)]}")
 
 
-def _clip(offsets, extents, shape) -> list:
-    """``extents`` cut at the array's edge (what a clamped / partial op moves)."""
-    return [max(0, min(int(e), d - int(o))) for o, e, d in zip(offsets, extents, shape)]
-
-
 class RacingScope:
     """The scheduler as a checked dispatch's orchestration sees it: every
     submission is recorded with its predecessors -- explicit ``deps=`` and
@@ -289,45 +285,27 @@ class RacingRankContext(RankContext):
     # ------------------------------------------------------------ local
     def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
         out = super().load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
-        a = arr(tensor)
-        ext = shapes if valid_shape is None else [min(int(v), int(s))
-                                                  for v, s in zip(valid_shape, shapes)]
-        idx = tuple(slice(int(o), int(o) + e) for o, e in zip(offsets, _clip(offsets, ext,
-                                                                            a.shape)))
-        self._races.local(self, a[idx], READ, "pl.load")
+        self._races.local(self, loaded(tensor, offsets, shapes, valid_shape), READ, "pl.load")
         return out
 
     def store(self, tile, offsets, output_tensor, shapes=None, atomic=0):
         out = super().store(tile, offsets, output_tensor, shapes, atomic)
-        a = arr(output_tensor)
-        src = tile_valid(tile) if shapes is None else \
-            np.asarray(tile)[tuple(slice(0, int(s)) for s in shapes)]
-        ext = src.shape if src.ndim <= a.ndim else src.shape[-a.ndim:]
-        self._races.local(self, a[region_index(a, offsets, ext, "pl.store region")],
+        self._races.local(self, stored(tile, offsets, output_tensor, shapes),
                           ATOMIC if atomic else WRITE, "pl.store")
         return out
 
     def read(self, src, offset):
         out = super().read(src, offset)
-        a = arr(src)
-        idx = element_index(a, offset, "pl.read")
-        self._races.local(self, a[tuple(slice(int(i), int(i) + 1) for i in idx)], READ,
-                          "pl.read")
+        self._races.local(self, element(src, offset, "pl.read"), READ, "pl.read")
         return out
 
     def write(self, dst, offset, value):
         super().write(dst, offset, value)
-        a = arr(dst)
-        idx = element_index(a, offset, "pl.write")
-        self._races.local(self, a[tuple(slice(int(i), int(i) + 1) for i in idx)], WRITE,
-                          "pl.write")
+        self._races.local(self, element(dst, offset, "pl.write"), WRITE, "pl.write")
 
     def assign(self, base, items, value):
         super().assign(base, items, value)
-        a = arr(base)
-        if isinstance(a, np.ndarray):
-            idx = tuple(i if isinstance(i, slice) else slice(int(i), int(i) + 1) for i in items)
-            self._races.local(self, a[idx], WRITE, "pl.assign")
+        self._races.local(self, assigned(base, items), WRITE, "pl.assign")
 
     # ------------------------------------------------------------ signals
     def notify(self, target, peer, offsets, value, op):
@@ -377,7 +355,7 @@ class RacingRankContext(RankContext):
         ext = shape if valid_shape is None else [min(int(v), int(s))
                                                  for v, s in zip(valid_shape, shape)]
         idx = tuple(slice(int(o), int(o) + e) for o, e in
-                    zip(offsets, _clip(offsets, ext, target.local.shape)))
+                    zip(offsets, clip(offsets, ext, target.local.shape)))
         self._races.remote(self, target, peer, idx, READ, "pld.tile.remote_load")
         return out
 

@@ -47,8 +47,10 @@ DEFER_SLOTS = 64           # deferred tasks tracked at once (upstream MAX_ASYNC_
 
 QUEUED, READY, RUNNING, DEFERRED, DONE = range(5)
 # what a run's recording class keeps on the rank's context: every thread's
-# copy gets the same (tracing's Recorder, the race check's RaceLog, dumps)
-RECORDERS = ("_trace", "_races", "_dumps")
+# copy gets the same (tracing's Recorder, the race check's RaceLog, dumps, an
+# explored run's Explorer, and the transport it steps through)
+RECORDERS = ("_trace", "_races", "_dumps", "_explore")
+FOLLOWED = RECORDERS + ("transport", "_signal", "_try_wait")
 
 
 class TaskAbort(BaseException):
@@ -152,6 +154,7 @@ class Scheduler:
         self.window = task_window
         self.contexts: list = []        # each thread's copy of the rank's context
         self.cls = None                 # the class the contexts have (a run's recording one)
+        self.followed = ()              # ... and the rank context's FOLLOWED objects they have
         self.held_hooks = ()            # the recorders told of conditions true at body end
 
     # ------------------------------------------------------------ dispatches
@@ -159,7 +162,10 @@ class Scheduler:
         """A dispatch of an orchestration function starts submitting."""
         with self.lock:
             self.failure = None
-            if type(self.rc) is not self.cls:
+            # a run that records gives each run its own recorders: follow a
+            # new one even when the class is the last run's
+            if type(self.rc) is not self.cls or \
+                    any(a is not b for a, b in zip(self._followed(), self.followed)):
                 self._follow_class()
             if not self.core_agents:
                 for _ in range(self.cores):
@@ -213,7 +219,8 @@ class Scheduler:
         Between dispatches no task runs, so no thread is inside one of its
         methods."""
         self.cls = type(self.rc)
-        found = {k: self.rc.__dict__.get(k) for k in RECORDERS}
+        self.followed = self._followed()
+        found = dict(zip(FOLLOWED, self.followed))
         for ctx in self.contexts:
             ctx.__class__ = self.cls
             for k, rec in found.items():
@@ -223,6 +230,9 @@ class Scheduler:
                     setattr(ctx, k, rec)
         self.held_hooks = tuple(r.conditions_held for r in (found["_trace"], found["_races"])
                                 if r is not None)
+
+    def _followed(self) -> tuple:
+        return tuple(self.rc.__dict__.get(k) for k in FOLLOWED)
 
     def close(self):
         """End of the orchestration function: wait until every task submitted

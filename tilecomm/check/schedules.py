@@ -1,0 +1,172 @@
+"""Which orders of an explored run's steps are worth running: dynamic
+partial-order reduction over the steps an explored run records, with a
+bound on preemptions.
+
+An explored run (``runtime/rank/exploring.py``) lets one rank move at a
+time: at every visible operation (a notify, each check of a wait, each
+access of window memory, a dispatch's end or a wait for one) the ranks stop,
+and the rank that moves next is the schedule's choice.  The run records a
+``Step`` per operation: who moved, who could have, and what the operation
+touched.  A *schedule* is the list of ranks chosen, step by step; running a
+prefix of one replays exactly that far (the ranks are deterministic between
+steps), and a run past its prefix follows the default choice: the rank that
+moved last, if it still can, else the lowest rank that can.
+
+Two steps *depend* on each other when their order can change what either
+does: they touch the same signal cell or overlapping bytes of one window
+copy, and they are not both reads, nor both atomic adds (adds commute; a
+check of the cell does not commute with them).  Steps of one rank keep
+their order.  ``Search`` explores the schedules of one program in the
+style of Flanagan and Godefroid's dynamic partial-order reduction: after
+each run, for every step it finds the last earlier step of another rank
+that it depends on and that does not happen before it, and asks for a run
+in which the later step's rank moves first at that point (or, if that rank
+could not move there, each rank that could).  Orders of independent steps
+are never tried twice.
+
+A *preemption* is a step where the rank that moved last could still move
+and another is chosen.  A search at bound ``b`` runs no schedule with more
+than ``b`` preemptions; choices it had to skip are counted in ``pruned``, so
+a search that finished with nothing pruned has run every order of dependent
+steps there is.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# what a step does to what it touches
+READ, WRITE, ADD = "read", "write", "add"
+
+
+class Step(NamedTuple):
+    """One visible operation of an explored run."""
+
+    index: int          # its place in the run
+    actor: int          # the rank that moved
+    enabled: tuple      # the ranks that could have moved (sorted)
+    effect: str         # READ / WRITE / ADD
+    target: tuple       # ("cell", window, byte offset) / ("data", window) / ("done", rank)
+    runs: tuple         # ((start, end), ...) bytes of a "data" target; () otherwise
+    text: str           # what happened, as a line of a report
+
+
+def dependent(a: Step, b: Step) -> bool:
+    """Whether swapping two steps of different ranks can change the outcome."""
+    if a.target != b.target:
+        return False
+    if (a.effect == READ and b.effect == READ) or (a.effect == ADD and b.effect == ADD):
+        return False
+    if not a.runs:
+        return True
+    return _overlap(a.runs, b.runs)
+
+
+def _overlap(x: tuple, y: tuple) -> bool:
+    i = j = 0
+    while i < len(x) and j < len(y):
+        if x[i][0] < y[j][1] and y[j][0] < x[i][1]:
+            return True
+        if x[i][1] <= y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return False
+
+
+def preemptions(choices, enabled) -> int:
+    """How many of the choices ``choices[k]`` (made among ``enabled[k]``)
+    took the turn from a rank that could have gone on."""
+    n = 0
+    for k in range(1, len(choices)):
+        if choices[k] != choices[k - 1] and choices[k - 1] in enabled[k]:
+            n += 1
+    return n
+
+
+def races(steps: list) -> list:
+    """(j, i) for each step i and the last earlier step j of another rank
+    that i depends on and that does not happen before i (by program order
+    and chains of dependent steps)."""
+    clocks: list = []               # per step: {rank: index of its last step + 1 before it}
+    last_of: dict = {}              # rank -> clock after its last step
+    out = []
+    for i, s in enumerate(steps):
+        before = last_of.get(s.actor, {})
+        vc = dict(before)
+        found = None
+        for j in range(i - 1, -1, -1):
+            t = steps[j]
+            if t.actor == s.actor or not dependent(t, s):
+                continue
+            happened = before.get(t.actor, 0) > j
+            if found is None and not happened:
+                found = j
+            for r, v in clocks[j].items():
+                if vc.get(r, 0) < v:
+                    vc[r] = v
+        vc[s.actor] = i + 1
+        clocks.append(vc)
+        last_of[s.actor] = vc
+        if found is not None:
+            out.append((found, i))
+    return out
+
+
+class _Node:
+    """One decision along the current path: who could move, who did, which
+    choices are asked for (``wanted``) and which were run (``tried``)."""
+
+    __slots__ = ("enabled", "chosen", "wanted", "tried")
+
+    def __init__(self, enabled: tuple, chosen: int):
+        self.enabled, self.chosen = enabled, chosen
+        self.wanted = {chosen}
+        self.tried = {chosen}
+
+
+class Search:
+    """The schedules of one program at one preemption bound, one run at a
+    time: ``next_prefix()`` is the prefix to run next (None: the search is
+    over), ``record(steps)`` what that run did."""
+
+    def __init__(self, bound: int):
+        self.bound = bound
+        self.path: list = []            # _Node per step of the last run
+        self.prefix: tuple | None = ()  # the first run follows the default choice throughout
+        self.pruned = 0
+        self.runs = 0
+
+    def next_prefix(self) -> tuple | None:
+        return self.prefix
+
+    def record(self, steps: list) -> None:
+        """The steps of the run of ``next_prefix()``: extend the path with
+        the decisions past the prefix, ask for the reorderings its races
+        call for, and pick the next prefix (depth-first, deepest first)."""
+        self.runs += 1
+        n = len(self.prefix)
+        del self.path[n:]
+        for s in steps[n:]:
+            self.path.append(_Node(s.enabled, s.actor))
+        for j, i in races(steps):
+            node, who = self.path[j], steps[i].actor
+            node.wanted |= {who} if who in node.enabled else set(node.enabled)
+        self.prefix = self._next()
+
+    def _next(self) -> tuple | None:
+        for k in range(len(self.path) - 1, -1, -1):
+            node = self.path[k]
+            for p in sorted(node.wanted - node.tried):
+                node.tried.add(p)
+                choices = [x.chosen for x in self.path[:k]] + [p]
+                enabled = [x.enabled for x in self.path[:k]] + [node.enabled]
+                if preemptions(choices, enabled) > self.bound:
+                    self.pruned += 1
+                    continue
+                node.chosen = p
+                del self.path[k + 1:]
+                return tuple(choices)
+        return None
+
+
+__all__ = ["ADD", "READ", "WRITE", "Search", "Step", "dependent", "preemptions", "races"]

@@ -1,0 +1,507 @@
+"""An explored run: the ranks take turns, and a schedule says whose turn it is.
+
+A run that ``tilecomm.testing.explore`` drives lets one rank move at a
+time.  Before each *visible operation* -- a notify, each check of a wait or
+of another rank's dispatch progress, each access of window memory, the end
+of a dispatch -- a rank stops and asks for its turn; the rank that moves
+next is the schedule's choice (``DfxSettings.explore``: the ranks chosen at
+the first steps, then the default: the rank that moved last if it still
+can, else the lowest that can).  Between two visible operations a rank
+touches nothing another rank can see, so a schedule replays exactly.
+
+The turn block (in the control block, ``ControlPlane.turns_base``) holds,
+under a ticket lock: each rank's status -- moving, pending (waits for a
+turn), parked (its wait's last check failed: it can move again only once
+something writes the cell it waits on), done -- the number of steps, the
+rank that moved last, and a generation word every decision bumps, on which
+the ranks sleep.  Whoever stops moving last (asks for a turn, parks, or
+finishes the run) decides, so a decision is only taken when every rank has
+stopped and the state it sees is the schedule's alone.
+
+When no rank can move and some are parked, the run is stuck: each parked
+rank then blocks in its wait as an ordinary run does, published for the
+monitor, which reports the deadlock.  A schedule whose choice cannot move
+(the program did something different between steps than when the schedule
+was recorded) or that runs past the step limit stops the run with an error.
+
+Each rank appends the steps it made to its log (a file named like the
+call's segments): one ``check.schedules.Step`` per step, plus the text of
+the report line.  What is not a visible operation: the data a collective
+moves through mapped peer memory (its barriers' signals are), and reads of
+the control block.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import zlib
+
+import numpy as np
+
+from ... import _native_core as native
+from ...check.events import byte_runs
+from ...check.schedules import ADD, READ, WRITE, Step
+from ...errors import RuntimeFault
+from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
+from ..control import SLOT, TURN_RANK_SLOTS, TURN_SLOTS
+from ..values import WindowView
+from .context import RankContext
+from .touched import assigned, element, loaded, stored
+from .tracing import SourceLines
+
+# header slots of the turn block
+GEN, SLEEPERS, LOCK_NEXT, LOCK_SERVING, ENABLED, STEPS, LAST, MODE = range(TURN_SLOTS)
+# per rank: its status, and the key of the cell it is parked on
+STATUS, PARKED_ON = range(TURN_RANK_SLOTS)
+MOVING, PENDING, PARKED, DONE = range(4)
+# MODE: the run goes on, or what stopped it
+ON, STUCK, DIVERGED, LIMIT = range(4)
+SLICE_NS = 50_000_000           # a rank waiting for its turn looks for an abort this often
+
+_CMP = {0: "==", 1: ">=", 2: ">= (unsigned)"}
+
+
+class Turns:
+    """This rank's side of the turn block."""
+
+    def __init__(self, control, rank: int, world: int, schedule: tuple, limit: int,
+                 aborted_exc):
+        self.control, self.rank, self.world = control, rank, world
+        self.schedule, self.limit = schedule, limit
+        self.aborted_exc = aborted_exc
+        self.base = control.turns_base()
+
+    def _slot(self, i: int) -> int:
+        return self.base + i * SLOT
+
+    def _rank_slot(self, r: int, i: int) -> int:
+        return self.base + (TURN_SLOTS + TURN_RANK_SLOTS * r + i) * SLOT
+
+    # -------------------------------------------------------------- the lock
+    def _lock(self) -> None:
+        ticket = native.notify_i32(self._slot(LOCK_NEXT), NOTIFY_ADD, 1, 0) - 1
+        serving = self._slot(LOCK_SERVING)
+        # held only for a few loads and stores, never across a turn
+        while not native.wait_i32(serving, CMP_EQ, ticket, 0, 0, 1000)[0]:
+            if self.control.aborted():          # a holder that died
+                raise self.aborted_exc()
+            os.sched_yield()
+
+    def _unlock(self) -> None:
+        native.notify_i32(self._slot(LOCK_SERVING), NOTIFY_ADD, 1, 0)
+
+    # -------------------------------------------------------------- turns
+    def request(self, status: int = PENDING, key: int = 0) -> tuple | None:
+        """Stop moving (``PENDING``, or ``PARKED`` on cell ``key``) and wait
+        for a turn: (step index, ranks that could move) once it is this
+        rank's; None if the run is stuck (only a parked rank sees that)."""
+        load, store = native.load_i64, native.store_i64
+        self._lock()
+        try:
+            store(self._rank_slot(self.rank, PARKED_ON), key)
+            store(self._rank_slot(self.rank, STATUS), status)
+            self._decide()
+        finally:
+            self._unlock()
+        gen, mine, mode = self._slot(GEN), self._rank_slot(self.rank, STATUS), self._slot(MODE)
+        while True:
+            seen = native.load_i32(gen)
+            if load(mine) == MOVING:
+                mask = load(self._slot(ENABLED))
+                return load(self._slot(STEPS)) - 1, tuple(r for r in range(self.world)
+                                                         if mask >> r & 1)
+            m = load(mode)
+            if m == STUCK:
+                return None
+            if m == DIVERGED:
+                raise RuntimeFault(
+                    "an explored schedule did not replay: at a step the schedule names a rank "
+                    "that could not move there, so the program did something different between "
+                    "its visible operations than when the schedule was recorded", code="TC602",
+                    hint="the program must compute the same thing every run: no clocks, random "
+                         "numbers or process ids in kernels")
+            if m == LIMIT:
+                raise RuntimeFault(
+                    f"an explored schedule ran {self.limit} steps without ending: a loop that "
+                    f"polls window memory (pl.read / pl.load) instead of waiting on a signal "
+                    f"keeps the rank that moves busy forever", code="TC603",
+                    hint="wait with pld.system.wait, or raise explore(max_steps=)")
+            native.wait_i32(gen, CMP_GE, seen + 1, self._slot(SLEEPERS), SLICE_NS, 0)
+            if self.control.aborted():
+                raise self.aborted_exc()
+
+    def finish(self) -> None:
+        """This rank's part of the run is over."""
+        self._lock()
+        try:
+            native.store_i64(self._rank_slot(self.rank, STATUS), DONE)
+            self._decide()
+        finally:
+            self._unlock()
+
+    def wrote(self, key: int) -> None:
+        """The step just made wrote cell ``key``: ranks parked on it can move."""
+        load, store = native.load_i64, native.store_i64
+        self._lock()
+        try:
+            for r in range(self.world):
+                if load(self._rank_slot(r, STATUS)) == PARKED and \
+                        load(self._rank_slot(r, PARKED_ON)) == key:
+                    store(self._rank_slot(r, STATUS), PENDING)
+        finally:
+            self._unlock()
+
+    def _decide(self) -> None:
+        """Under the lock: if no rank moves, choose the next (or end the run)."""
+        load, store = native.load_i64, native.store_i64
+        status = [load(self._rank_slot(r, STATUS)) for r in range(self.world)]
+        if MOVING in status:
+            return
+        enabled = [r for r, s in enumerate(status) if s == PENDING]
+        step = load(self._slot(STEPS))
+        if not enabled:
+            if any(s == PARKED for s in status):
+                self._end(STUCK)
+            return                                  # all done: nobody is waiting
+        if step >= self.limit:
+            self._end(LIMIT)
+            return
+        if step < len(self.schedule):
+            nxt = self.schedule[step]
+            if nxt not in enabled:
+                self._end(DIVERGED)
+                return
+        else:
+            last = load(self._slot(LAST))
+            nxt = last if last in enabled else enabled[0]
+        store(self._slot(ENABLED), sum(1 << r for r in enabled))
+        store(self._slot(STEPS), step + 1)
+        store(self._slot(LAST), nxt)
+        store(self._rank_slot(nxt, STATUS), MOVING)
+        self._bump()
+
+    def _end(self, mode: int) -> None:
+        native.store_i64(self._slot(MODE), mode)
+        self._bump()
+
+    def _bump(self) -> None:
+        # after the stores it publishes: a rank that read the old word sleeps
+        # only while the word still holds it (the futex compares), so it
+        # cannot miss the decision
+        native.notify_i32(self._slot(GEN), NOTIFY_ADD, 1, self._slot(SLEEPERS))
+
+
+def cell_key(target: tuple) -> int:
+    """A cell's ``target`` as the int64 a parked rank publishes."""
+    return zlib.crc32(repr(target).encode()) + 1
+
+
+class Explorer:
+    """A rank's part of one explored run: its turns, what it knows of the
+    windows (to name what a step touches), and its log."""
+
+    def __init__(self, rank: int, world: int, control, aborted_exc, path: str, schedule: tuple,
+                 limit: int):
+        self.rank = rank
+        self.turns = Turns(control, rank, world, tuple(schedule), limit, aborted_exc)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        self.lines = SourceLines()
+        self.where = None               # the transport's address -> (segment, offset)
+        self.windows: dict = {}         # segment name -> (buffer name, owner, shape, itemsize)
+        self.fallback = "?"             # the line of the dispatch being run
+        self.granted = None             # a notify's turn, taken before the race check's lock
+
+    # ------------------------------------------------------------ dispatches
+    def begin_dispatch(self, image, vals, loc) -> None:
+        self.lines.follow(image)
+        sp = image.span(loc)
+        self.fallback = f"{sp.file}:{sp.line}" if sp is not None else "?"
+        for v in vals:
+            if isinstance(v, WindowView):
+                self.window(v)
+
+    def window(self, view: WindowView) -> None:
+        key = view.key
+        for m, seg in enumerate(key.segments):
+            if seg not in self.windows:
+                self.windows[seg] = (view.buffer.name, key.devices[m], view.shape,
+                                     view.local.itemsize)
+
+    # ------------------------------------------------------------ naming
+    def line(self) -> str:
+        sp = self.lines.span()
+        return f"{sp.file}:{sp.line}" if sp is not None else self.fallback
+
+    def locate(self, addr: int) -> tuple | None:
+        return self.where(addr)
+
+    def cell_target(self, cell) -> tuple:
+        seg, off = self.where(cell[0])
+        return ("cell", seg, off)
+
+    def label(self, target: tuple) -> str:
+        """A cell as the program names it: ``sig[1, 0] on rank 2``."""
+        _, seg, off = target
+        name, owner, shape, item = self.windows.get(seg, ("window", "?", None, 4))
+        if shape is None:
+            return f"{name}+{off} on rank {owner}"
+        idx = np.unravel_index(off // item, shape)
+        return f"{name}[{', '.join(str(int(i)) for i in idx)}] on rank {owner}"
+
+    def region(self, array) -> tuple | None:
+        """(target, byte runs, label) of an ndarray lying in window memory."""
+        if not isinstance(array, np.ndarray) or array.size == 0:
+            return None
+        addr = array.__array_interface__["data"][0]
+        found = self.where(addr)
+        if found is None:
+            return None
+        seg, off = found
+        name, owner = self.windows.get(seg, ("window", "?"))[:2]
+        runs = byte_runs(array, addr - off)
+        return ("data", seg), runs, f"{name} on rank {owner}"
+
+    # ------------------------------------------------------------ steps
+    def step(self, effect: str, target: tuple, runs: tuple = (), parked: int = 0):
+        """Wait for this rank's turn to make a step on ``target``: a
+        ``Granted`` to ``log`` once made, or None (parked and stuck)."""
+        got = self.turns.request(PARKED if parked else PENDING, parked)
+        if got is None:
+            return None
+        index, enabled = got
+        # written at once: an op that raises still leaves its step in the log
+        s = Step(index, self.rank, enabled, effect, target, runs,
+                 f"rank {self.rank}: {effect} at {self.line()}")
+        os.write(self.fd, pickle.dumps(s, pickle.HIGHEST_PROTOCOL))
+        return s
+
+    def log(self, step: Step, what: str) -> None:
+        """What ``step`` did, once done (its line in a report)."""
+        text = f"rank {self.rank}: {what}  at {self.line()}"
+        os.write(self.fd, pickle.dumps((step.index, text), pickle.HIGHEST_PROTOCOL))
+
+    def access(self, array, effect: str, op: str) -> None:
+        """A local op's step, if ``array`` lies in window memory."""
+        found = self.region(array)
+        if found is None:
+            return
+        target, runs, label = found
+        s = self.step(effect, target, runs)
+        self.log(s, f"{op} {label} (bytes {runs[0][0]}..{runs[-1][1]})")
+
+    def finish(self) -> None:
+        self.turns.finish()
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class ExploringEndpoint:
+    """The rank's transport during an explored run: every signal, check and
+    put / get is a step; everything else is the transport's own."""
+
+    def __init__(self, real, explorer: Explorer):
+        self.real = real
+        self.ex = explorer
+        explorer.where = real.where
+        self.failed = None              # the cell whose check just failed
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    # ------------------------------------------------------------ signals
+    def grant_signal(self, cell) -> None:
+        """Take a notify's turn now (before the race check's sequencer lock)."""
+        target = self.ex.cell_target(cell)
+        self.ex.granted = (cell, self.ex.step(WRITE, target), target)
+
+    def signal(self, cell, op, value):
+        ex = self.ex
+        granted, ex.granted = ex.granted, None
+        if granted is not None and granted[0] is cell:
+            _, s, target = granted
+        else:
+            target = ex.cell_target(cell)
+            s = ex.step(ADD if op == NOTIFY_ADD else WRITE, target)
+        s = s._replace(effect=ADD if op == NOTIFY_ADD else WRITE)
+        new = self.real.signal(cell, op, value)
+        ex.turns.wrote(cell_key(target))
+        how = f"+= {value}" if op == NOTIFY_ADD else f"= {value}"
+        ex.log(s, f"notify {ex.label(target)} {how} (now {new})")
+        return new
+
+    def read_cell(self, cell):
+        target = self.ex.cell_target(cell)
+        s = self.ex.step(READ, target)
+        v = self.real.read_cell(cell)
+        self.ex.log(s, f"read {self.ex.label(target)} (sees {v})")
+        return v
+
+    def _check(self, cell, cmp, expected, parked: int) -> bool | None:
+        ex = self.ex
+        target = ex.cell_target(cell)
+        s = ex.step(READ, target, parked=parked)
+        if s is None:
+            return None
+        v = self.real.read_cell(cell)
+        ok = self.real.try_wait(cell, cmp, expected, 0)
+        ex.log(s, f"wait {ex.label(target)} {_CMP.get(cmp, cmp)} {expected}: sees {v}"
+                  f"{'' if ok else ', not yet'}")
+        return ok
+
+    def try_wait(self, cell, cmp, expected, spin):
+        ok = self._check(cell, cmp, expected, 0)
+        self.failed = None if ok else cell
+        return ok
+
+    def wait(self, cell, cmp, expected, hooks):
+        key = cell_key(self.ex.cell_target(cell))
+        # its check just failed: parked at once; else it checks first
+        parked = key if self.failed is cell else 0
+        self.failed = None
+        while True:
+            ok = self._check(cell, cmp, expected, parked)
+            if ok is None:                       # stuck: block as a run does, for the monitor
+                self.real.wait(cell, cmp, expected, hooks)
+                return
+            if ok:
+                return
+            parked = key
+
+    def signal_group(self, outs, ins):
+        return tuple(outs), tuple(ins)
+
+    def arrive_wait(self, group, value, expected, spin):
+        outs, ins = group
+        for c in outs:
+            self.signal(c, NOTIFY_ADD, value)
+        for i, c in enumerate(ins):
+            if not self.try_wait(c, CMP_GE, expected, 0):
+                return i
+        return -1
+
+    # ------------------------------------------------------------ data
+    def put(self, window, index, src, atomic):
+        ex = self.ex
+        ex.access(src, READ, "read")
+        dst = window[index] if index else window
+        found = ex.region(dst)
+        if found is not None:
+            target, runs, label = found
+            s = ex.step(ADD if atomic else WRITE, target, runs)
+            ex.log(s, f"{'atomic add into' if atomic else 'write'} {label} "
+                      f"(bytes {runs[0][0]}..{runs[-1][1]})")
+        self.real.put(window, index, src, atomic)
+
+    def get(self, window, index, dst):
+        ex = self.ex
+        src = window[index] if index else window
+        found = ex.region(src)
+        if found is not None:
+            target, runs, label = found
+            s = ex.step(READ, target, runs)
+            ex.log(s, f"read {label} (bytes {runs[0][0]}..{runs[-1][1]})")
+        ex.access(dst, WRITE, "write")
+        self.real.get(window, index, dst)
+
+
+class ExploringRankContext(RankContext):
+    """``RankContext`` of an explored run (see the module doc): local window
+    accesses and dispatch progress; the transport (an ``ExploringEndpoint``)
+    makes the rest steps.  A rank's tasks run on one core (the run's
+    ``RunConfig.cores``), so one thread of the rank moves at a time.  Never built: a run
+    switches the rank's context to a class with this one first among its
+    bases and sets ``_explore``."""
+
+    _explore: Explorer
+
+    def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
+        raise RuntimeFault("an explored run runs each rank's tasks one at a time on one core, "
+                           "and pld.system.defer_wait hands its conditions to a watcher thread "
+                           "that would move beside them", code="TC604",
+                           hint="explore the protocol with pld.system.wait in the task")
+
+    def notify(self, target, peer, offsets, value, op):
+        cell = target.cells.get((peer, offsets))
+        if cell is None:
+            cell = self._cell(target, peer, offsets, "pld.system.notify")
+        self.transport.grant_signal(cell)
+        return super().notify(target, peer, offsets, value, op)
+
+    def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
+        self._local(lambda: loaded(tensor, offsets, shapes, valid_shape), READ, "pl.load")
+        return super().load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
+
+    def store(self, tile, offsets, output_tensor, shapes=None, atomic=0):
+        self._local(lambda: stored(tile, offsets, output_tensor, shapes),
+                    ADD if atomic else WRITE, "pl.store")
+        return super().store(tile, offsets, output_tensor, shapes, atomic)
+
+    def read(self, src, offset):
+        self._local(lambda: element(src, offset, "pl.read"), READ, "pl.read")
+        return super().read(src, offset)
+
+    def write(self, dst, offset, value):
+        self._local(lambda: element(dst, offset, "pl.write"), WRITE, "pl.write")
+        super().write(dst, offset, value)
+
+    def assign(self, base, items, value):
+        self._local(lambda: assigned(base, items), WRITE, "element assignment")
+        super().assign(base, items, value)
+
+    def _local(self, region, effect: str, op: str) -> None:
+        try:
+            array = region()
+        except Exception:               # the op itself raises, with its own message
+            return
+        self._explore.access(array, effect, op)
+
+    def wait_dispatch(self, rank: int, seq: int):
+        ex = self._explore
+        target = ("done", int(rank))
+        parked = 0
+        while True:
+            s = ex.step(READ, target, parked=parked)
+            if s is None:
+                break
+            done = self.control.done_seq(rank)
+            ex.log(s, f"wait for rank {rank}'s dispatch {seq} (it has done {done})")
+            if done >= seq:
+                break
+            parked = cell_key(target)
+        super().wait_dispatch(rank, seq)
+
+    def dispatch_done(self, seq: int) -> None:
+        ex = self._explore
+        target = ("done", self.device)
+        s = ex.step(WRITE, target)
+        super().dispatch_done(seq)
+        ex.turns.wrote(cell_key(target))
+        ex.log(s, "its dispatch ends")
+
+
+__all__ = ["Explorer", "ExploringEndpoint", "ExploringRankContext", "Turns", "read_steps"]
+
+
+def read_steps(path: str) -> list:
+    """The steps a rank's log holds, each with the text of what it did (a log
+    cut short by a killed rank: up to its last whole record)."""
+    steps: dict = {}
+    try:
+        with open(path, "rb") as f:
+            while True:
+                try:
+                    rec = pickle.load(f)
+                except (EOFError, pickle.UnpicklingError):
+                    break
+                if isinstance(rec, Step):
+                    steps[rec.index] = rec
+                else:
+                    index, text = rec
+                    steps[index] = steps[index]._replace(text=text)
+    except FileNotFoundError:
+        pass
+    return list(steps.values())
