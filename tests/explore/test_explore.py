@@ -1,0 +1,123 @@
+"""Interleaving exploration (tilecomm.testing.explore): four protocol bugs
+that ordinary runs pass are found, with a failure that replays; their
+correct twins are verified.  Checked against numpy references of what a
+correct run leaves in the outputs."""
+import re
+import time
+
+import numpy as np
+import pytest
+
+from tilecomm.errors import ConfigError, DataRaceError, DeadlockError
+from tilecomm.testing import explore, replay
+from tilecomm.testing.explore import decode, encode
+
+from programs_explore import PROTOCOLS, inputs
+
+ERRORS = {"deadlock": DeadlockError, "race": DataRaceError}
+
+
+def checker(reference, xs):
+    want = reference(xs)
+
+    def check(args):
+        np.testing.assert_array_equal(args[1], want)
+    return check
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_the_bug_is_found_and_its_schedule_replays(name):
+    bug, _, reference, n, kind = PROTOCOLS[name]
+    xs, ys = inputs(n)
+    start = time.monotonic()
+    res = explore(bug(), xs, ys, world_size=n, check=checker(reference, xs), time_budget_s=60)
+    assert time.monotonic() - start < 60
+    assert not res.verified and res.failure is not None, res
+    f = res.failure
+    assert f.kind == kind, f.report
+    assert isinstance(f.error, ERRORS[kind])
+    # the report: the failure's own text, then the schedule, step by step with lines
+    assert str(f.error) in f.report
+    steps = re.findall(r"^\s+\d+\. rank (\d+): .* at (\S+):(\d+)$", f.report, re.M)
+    assert len(steps) == len(f.steps) > 0
+    assert {int(r) for r, _, _ in steps} <= set(range(n))
+    assert all(path.endswith("programs_explore.py") for _, path, _ in steps)
+    assert decode(f.schedule) == (n, tuple(s.actor for s in f.steps))
+    # the same failure every time
+    for _ in range(3):
+        with pytest.raises(type(f.error)) as again:
+            f.replay()
+        assert str(again.value) == str(f.error)
+    # ... and from the token alone, in a fresh call
+    with pytest.raises(type(f.error)):
+        replay(bug(), *inputs(n), schedule=f.schedule)
+    # the caller's tensors are untouched: every schedule ran on copies
+    np.testing.assert_array_equal(ys, 0)
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_the_correct_twin_is_verified(name):
+    _, twin, reference, _, _ = PROTOCOLS[name]
+    xs, ys = inputs(2)
+    res = explore(twin(), xs, ys, world_size=2, check=checker(reference, xs), time_budget_s=60)
+    assert res.failure is None, res.failure.report
+    # at 2 ranks the search ends with nothing pruned: every order of dependent steps ran
+    assert res.verified and res.complete, res
+    assert res.schedules >= 1 and res.bound is not None and res.world_size == 2
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_at_three_ranks_the_twin_is_verified_up_to_a_bound(name):
+    _, twin, reference, _, _ = PROTOCOLS[name]
+    xs, ys = inputs(3)
+    res = explore(twin(), xs, ys, world_size=3, check=checker(reference, xs), time_budget_s=5)
+    assert res.failure is None, res.failure.report
+    assert res.verified and res.bound >= 0, res
+
+
+def test_a_schedule_run_passes_and_leaves_the_results():
+    _, twin, reference, _, _ = PROTOCOLS["set_overwrite"]
+    xs, ys = inputs(2)
+    replay(twin(), xs, ys, schedule=encode(2, ()))
+    np.testing.assert_array_equal(ys, reference(xs))
+
+
+def test_the_search_widens_its_bound_until_nothing_is_pruned():
+    # the counter twin at 3 ranks needs preemptions to see every order
+    _, twin, reference, _, _ = PROTOCOLS["eq_counter"]
+    xs, ys = inputs(3)
+    res = explore(twin(), xs, ys, world_size=3, check=checker(reference, xs))
+    assert res.verified and res.complete and res.bound >= 1
+
+
+def test_a_wrong_result_is_a_check_failure():
+    _, twin, reference, _, _ = PROTOCOLS["read_before_wait"]
+    xs, ys = inputs(2)
+
+    def wrong(args):
+        np.testing.assert_array_equal(args[1], reference(xs) + 1)
+    res = explore(twin(), xs, ys, world_size=2, check=wrong)
+    assert res.failure.kind == "check" and isinstance(res.failure.error, AssertionError)
+    assert res.schedules == 1
+
+
+def test_a_time_budget_that_ends_first_verifies_nothing():
+    _, twin, _, _, _ = PROTOCOLS["round_reset"]
+    res = explore(twin(), *inputs(2), world_size=2, time_budget_s=0)
+    assert not res.verified and res.failure is None and res.schedules == 0
+
+
+@pytest.mark.parametrize("token", ["", "tcs1-2", "tcs0-2-0x1", "tcs1-2-0y1", "x"])
+def test_a_bad_schedule_token_is_a_config_error(token):
+    _, twin, _, _, _ = PROTOCOLS["round_reset"]
+    with pytest.raises(ConfigError, match="schedule token") as e:
+        replay(twin(), *inputs(2), schedule=token)
+    assert e.value.code == "TC604"
+
+
+@pytest.mark.parametrize("n", [0, 17, True, 2.0])
+def test_a_bad_world_size_is_a_config_error(n):
+    _, twin, _, _, _ = PROTOCOLS["round_reset"]
+    with pytest.raises(ConfigError, match="world_size") as e:
+        explore(twin(), *inputs(2), world_size=n)
+    assert e.value.code == "TC604"
