@@ -7,7 +7,6 @@ input rows ``x`` and output rows ``y``; ``reference(x)`` is what a correct
 run leaves in ``y``.  The kernels are small on purpose: exploration is for
 protocols of a few steps per rank.
 """
-from __future__ import annotations
 
 import numpy as np
 
@@ -192,3 +191,97 @@ def inputs(n: int) -> tuple:
     """(xs, ys) of one call on ``n`` ranks: distinct rows, zeroed outputs."""
     xs = (np.arange(n * R * S, dtype=np.float32).reshape(n, R, S) + 1.0)
     return xs, np.zeros_like(xs)
+
+
+# ---------------------------------------------------------------- collectives and tasks
+def collective_main(mode: str, n: int):
+    """Each rank's first input row, summed over the ranks by
+    ``pld.tensor.allreduce(mode=)`` into the first output row."""
+    rows, cols = (max(1, 2 * (n - 1)), n) if mode == "ring" else (n, 1)
+
+    @pl.jit.incore
+    def reduce(x: X, y: Y, data: pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]],
+               sig: pl.InOut[pld.DistributedTensor[[rows, cols], pl.INT32]]):
+        data = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], data)
+        data = pld.tensor.allreduce(data, sig, op=pld.ReduceOp.Sum, mode=mode)
+        y = pl.store(pl.load(data, [0, 0], [1, S]), [0, 0], y)
+        return y
+
+    @pl.jit
+    def chip(x: X, y: Y, data: pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]],
+             sig: pl.InOut[pld.DistributedTensor[[rows, cols], pl.INT32]]):
+        return reduce(x, y, data, sig)
+
+    @pl.jit.host
+    def main(xs: pl.Tensor[[NR, R, S], pl.FP32], ys: pl.Out[pl.Tensor[[NR, R, S], pl.FP32]]):
+        dbuf = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+        sbuf = pld.alloc_window_buffer([rows, cols], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            chip(xs[r], ys[r], pld.window(dbuf, [1, S], dtype=pl.FP32),
+                 pld.window(sbuf, [rows, cols], dtype=pl.INT32), device=r)
+        return ys
+    return main
+
+
+def collective_reference(xs):
+    ys = np.zeros_like(xs)
+    ys[:, 0] = xs[:, 0].sum(axis=0)
+    return ys
+
+
+@pl.jit.incore
+def send(x: X, win: WIN, sig: SIG):
+    ctx = pld.get_comm_ctx(sig)
+    nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
+    pld.tile.remote_store(pl.load(x, [0, 0], [1, S]), win, peer=nxt, offsets=[0, 0])
+    pld.system.notify(sig, peer=nxt, offsets=[0, 0], value=1, op=SET)
+
+
+@pl.jit.incore
+def receive(y: Y, win: WIN, sig: SIG) -> pl.Tensor[[R, S], pl.FP32]:
+    pld.system.wait(sig, offsets=[0, 0], expected=1, cmp=GE)
+    y = pl.store(pl.load(win, [0, 0], [1, S]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def send_then_receive(x: X, y: Y, win: WIN, sig: SIG):
+    send(x, win, sig)
+    return receive(y, win, sig)
+
+
+@pl.jit
+def deferred(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="waiter") as tid:
+        pld.system.defer_wait(signal=sig, offsets=[0, 0], expected=1, cmp=GE)
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="consumer", deps=[tid]):
+        y = pl.store(pl.load(win, [0, 0], [1, S]), [0, 0], y)
+    return y
+
+
+def host_of(chip):
+    @pl.jit.host
+    def main(xs: pl.Tensor[[NR, R, S], pl.FP32], ys: pl.Out[pl.Tensor[[NR, R, S], pl.FP32]]):
+        wbuf = pld.alloc_window_buffer([R, S], dtype=pl.FP32)
+        sbuf = pld.alloc_window_buffer([4, 4], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            chip(xs[r], ys[r], pld.window(wbuf, [R, S], dtype=pl.FP32),
+                 pld.window(sbuf, [4, 4], dtype=pl.INT32), device=r)
+        return ys
+    return main
+
+
+@pl.jit.incore
+def overrun(x: X, y: Y, win: WIN, sig: SIG) -> pl.Tensor[[R, S], pl.FP32]:
+    ctx = pld.get_comm_ctx(sig)
+    me = pld.rank(ctx)
+    pld.system.notify(sig, peer=(me + 1) % pld.nranks(ctx), offsets=[0, 0], value=1, op=SET)
+    pld.system.wait(sig, offsets=[0, 0], expected=1, cmp=GE)
+    # the row after the window's last: out of bounds on the rank that gets here
+    pld.tile.remote_store(pl.load(x, [0, 0], [1, S]), win, peer=0, offsets=[R + me - 1, 0])
+    return y
+
+
+@pl.jit
+def overrun_chip(x: X, y: Y, win: WIN, sig: SIG):
+    return overrun(x, y, win, sig)

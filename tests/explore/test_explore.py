@@ -8,11 +8,13 @@ import time
 import numpy as np
 import pytest
 
-from tilecomm.errors import ConfigError, DataRaceError, DeadlockError
+from tilecomm.errors import ConfigError, DataRaceError, DeadlockError, RankFailure
 from tilecomm.testing import explore, replay
 from tilecomm.testing.explore import decode, encode
 
-from programs_explore import PROTOCOLS, inputs
+from programs_explore import (PROTOCOLS, collective_main, collective_reference, deferred,
+                              host_of, inputs, overrun_chip, ring_reference,
+                              send_then_receive)
 
 ERRORS = {"deadlock": DeadlockError, "race": DataRaceError}
 
@@ -121,3 +123,36 @@ def test_a_bad_world_size_is_a_config_error(n):
     with pytest.raises(ConfigError, match="world_size") as e:
         explore(twin(), *inputs(2), world_size=n)
     assert e.value.code == "TC604"
+
+
+@pytest.mark.parametrize("mode", ["mesh", "ring"])
+def test_a_collective_runs_explored_and_its_barrier_steps_are_scheduled(mode):
+    xs, ys = inputs(2)
+    res = explore(collective_main(mode, 2), xs, ys, world_size=2,
+                  check=checker(collective_reference, xs), time_budget_s=2)
+    assert res.failure is None, res.failure.report
+    # the barriers' signals are steps: more than one order of them ran
+    assert res.verified and res.schedules > 1
+
+
+def test_tasks_of_a_rank_run_in_one_order_the_schedule_replays():
+    xs, ys = inputs(3)
+    runs = [explore(host_of(send_then_receive), xs, ys, world_size=3,
+                    check=checker(ring_reference, xs), time_budget_s=30) for _ in range(2)]
+    assert all(r.verified and r.complete for r in runs), runs
+    assert runs[0].schedules == runs[1].schedules > 1
+
+
+def test_deferred_waits_are_refused_with_the_reason():
+    with pytest.raises(ConfigError, match="defer_wait") as e:
+        explore(host_of(deferred), *inputs(2), world_size=2)
+    assert e.value.code == "TC604"
+
+
+def test_a_rank_that_raises_is_an_error_failure_that_replays():
+    res = explore(host_of(overrun_chip), *inputs(2), world_size=2)
+    f = res.failure
+    assert f.kind == "error" and isinstance(f.error, RankFailure), res
+    assert f.error.rank == 1 and "out of bounds" in str(f.error)
+    with pytest.raises(RankFailure, match="out of bounds"):
+        f.replay()

@@ -210,6 +210,7 @@ class Explorer:
         self.windows: dict = {}         # segment name -> (buffer name, owner, shape, itemsize)
         self.fallback = "?"             # the line of the dispatch being run
         self.granted = None             # a notify's turn, taken before the race check's lock
+        self.last = -1                  # the index of this rank's last step
 
     # ------------------------------------------------------------ dispatches
     def begin_dispatch(self, image, vals, loc) -> None:
@@ -269,6 +270,7 @@ class Explorer:
         if got is None:
             return None
         index, enabled = got
+        self.last = index
         # written at once: an op that raises still leaves its step in the log
         s = Step(index, self.rank, enabled, effect, target, runs,
                  f"rank {self.rank}: {effect} at {self.line()}")
@@ -307,7 +309,7 @@ class ExploringEndpoint:
         self.real = real
         self.ex = explorer
         explorer.where = real.where
-        self.failed = None              # the cell whose check just failed
+        self.failed = None              # (cell, step) of the last check that failed
 
     def __getattr__(self, name):
         return getattr(self.real, name)
@@ -354,14 +356,16 @@ class ExploringEndpoint:
 
     def try_wait(self, cell, cmp, expected, spin):
         ok = self._check(cell, cmp, expected, 0)
-        self.failed = None if ok else cell
+        self.failed = None if ok else (cell, self.ex.last)
         return ok
 
     def wait(self, cell, cmp, expected, hooks):
         key = cell_key(self.ex.cell_target(cell))
-        # its check just failed: parked at once; else it checks first
-        parked = key if self.failed is cell else 0
-        self.failed = None
+        # its check failed at its last step: parked at once; else (another
+        # rank may have moved since) it checks first
+        failed, self.failed = self.failed, None
+        parked = key if failed is not None and failed[0] is cell and failed[1] == self.ex.last \
+            else 0
         while True:
             ok = self._check(cell, cmp, expected, parked)
             if ok is None:                       # stuck: block as a run does, for the monitor

@@ -156,12 +156,17 @@ class Scheduler:
         self.cls = None                 # the class the contexts have (a run's recording one)
         self.followed = ()              # ... and the rank context's FOLLOWED objects they have
         self.held_hooks = ()            # the recorders told of conditions true at body end
+        # an explored run's: cores start tasks only while the orchestrating
+        # thread sleeps, so which task a core takes next never depends on how
+        # far the orchestration got (see ``_gate_opens``)
+        self.gated = False
 
     # ------------------------------------------------------------ dispatches
     def begin(self):
         """A dispatch of an orchestration function starts submitting."""
         with self.lock:
             self.failure = None
+            self.gated = False          # an explored run's context sets it again
             # a run that records gives each run its own recorders: follow a
             # new one even when the class is the last run's
             if type(self.rc) is not self.cls or \
@@ -209,6 +214,7 @@ class Scheduler:
     def _wait_below(self, limit: int):
         while self.outstanding >= limit and self.failure is None:
             self.main_sleeping = True
+            self._gate_opens()
             self._idle_agent()
             while self.main_sleeping:
                 self.main_cv.wait()
@@ -240,6 +246,7 @@ class Scheduler:
         with self.lock:
             while self.outstanding and self.failure is None:
                 self.main_sleeping = True
+                self._gate_opens()
                 self._idle_agent()
                 while self.main_sleeping:
                     self.main_cv.wait()
@@ -374,6 +381,13 @@ class Scheduler:
         if self.outstanding == 0 or self.outstanding + 1 == self.window:
             self._wake_main()
 
+    def _gate_opens(self):
+        """The orchestrating thread goes to sleep: in a gated scheduler, wake
+        idle cores for the tasks it made ready meanwhile."""
+        if self.gated:
+            for _ in range(min(len(self.ready) - self.core_tokens, self.core_idle)):
+                self._wake_core()
+
     def _wake_main(self):
         if self.main_sleeping:
             self.main_sleeping = False
@@ -432,7 +446,8 @@ class Scheduler:
         lock.acquire()
         try:
             while True:
-                while not self.ready or self.failure is not None:
+                while not self.ready or self.failure is not None or \
+                        (self.gated and not self.main_sleeping):
                     if slot is not None:
                         self.free_slots.append(slot)
                         slot = None
