@@ -58,11 +58,22 @@ def children(pid: int | None = None) -> set:
 
 
 def open_fds() -> set:
-    """This process's open file descriptors (as the names under /proc/self/fd)."""
+    """This process's open file descriptors (as the names under /proc/self/fd).
+    Listing the directory opens one of its own, closed again before the
+    list is read: only descriptors still open when read are kept."""
     try:
-        return set(os.listdir("/proc/self/fd"))
+        listed = os.listdir("/proc/self/fd")
     except OSError:
         return set()
+    return {fd for fd in listed if _fd_target(fd) is not None}
+
+
+def _fd_target(fd: str) -> str | None:
+    """What ``fd`` refers to (a path, ``socket:[...]``, ...), or None if closed."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
 
 
 class Snapshot(NamedTuple):
@@ -106,13 +117,7 @@ def leaks_since(before: Snapshot, fds: bool = True) -> list:
 
 
 def _describe_fds(fds) -> str:
-    out = []
-    for fd in sorted(fds, key=int):
-        try:
-            out.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
-        except OSError:
-            out.append(fd)              # closed between listing and reading
-    return ", ".join(out)
+    return ", ".join(f"{fd} -> {_fd_target(fd)}" for fd in sorted(fds, key=int))
 
 
 @contextlib.contextmanager

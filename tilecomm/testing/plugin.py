@@ -99,14 +99,18 @@ def pytest_generate_tests(metafunc):
     if mark is None:
         wanted = [f for f in CASE_FIXTURES if f in metafunc.fixturenames]
         if wanted:
-            raise _usage(metafunc, f"fixture {wanted[0]} needs the test marked "
+            _usage(metafunc, f"fixture {wanted[0]} needs the test marked "
                                    f"@pytest.mark.{MARKER}(world_sizes=[...])")
         return
     try:
         world_sizes, transports, check_leaks = _marker_args(mark)
         sizes, names = world_sizes_of(world_sizes), transports_of(transports)
     except pytest.UsageError as err:
-        raise _usage(metafunc, str(err)) from None
+        problem = str(err)
+    else:
+        problem = None
+    if problem:                 # outside the except: no chained traceback in the report
+        _usage(metafunc, problem)
     params = []
     for case in (Case(t, n) for t in names for n in sizes):
         reason = why_not_here(case)
@@ -132,10 +136,12 @@ def _marker_args(mark) -> tuple:
     return mark.kwargs["world_sizes"], mark.kwargs.get("transports", ALL), check_leaks
 
 
-def _usage(metafunc, message: str) -> pytest.UsageError:
-    """The error at the test's first line (its first decorator's, if any)."""
+def _usage(metafunc, message: str):
+    """Fail the collection of the test's module with ``message`` at the
+    test's first line (its first decorator's, if any), without a traceback
+    of the plugin's own frames."""
     where = f"{metafunc.definition.location[0]}:{metafunc.function.__code__.co_firstlineno}"
-    return pytest.UsageError(f"{where}: {metafunc.definition.name}: {message}")
+    pytest.fail(f"usage error: {where}: {metafunc.definition.name}: {message}", pytrace=False)
 
 
 # ------------------------------------------------------------------ fixtures
