@@ -5,6 +5,7 @@ test file in a pytest session of its own (``pytester``: in this process,
 or a new one where the session runs a program)."""
 import os
 import signal
+import subprocess
 import sys
 import threading
 from importlib.metadata import entry_points
@@ -358,6 +359,27 @@ def test_the_environment_reader_checks_the_explore_budget(clean_env):
     with pytest.raises(ConfigError, match="TILECOMM_EXPLORE_BUDGET must be a number > 0") as ei:
         from_env()
     assert ei.value.code == "TC402"
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "examples", "testing")
+
+
+@pytest.mark.mpi
+@pytest.mark.slow       # an mpiexec job of two pytest sessions (a few seconds)
+@pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason="needs mpiexec (tilecomm[mpi])")
+def test_under_mpiexec_the_mpi_cases_of_the_jobs_size_run_and_leave_nothing(clean_env):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILECOMM_")}
+    run = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "pytest", "-p",
+                          "no:cacheprovider", "-rs", "-k", "mpi", "test_ring_shift.py"],
+                         cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    # on both processes (their lines interleave; each summary is one write):
+    # the two mpi-2 cases ran, leak check included, and mpi-1, -3, -4 said why not
+    assert run.stdout.count(" 2 passed, 3 skipped, 13 deselected in ") == 2, run.stdout
+    assert "this session is an MPI job of 2 processes; world size 4 runs under " \
+           "mpiexec -n 4 python -m pytest" in run.stdout
 
 
 # ------------------------------------------------------------------ entry point

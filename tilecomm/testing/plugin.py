@@ -34,7 +34,8 @@ import os
 import pytest
 
 from ..errors import ConfigError
-from ..runtime.config import from_env
+from ..runtime import RunConfig, runs_host_code
+from ..runtime.config import MPI_TRANSPORT, from_env
 from . import leaks
 from .cases import ALL, Case, transports_of, why_not_here, world_sizes_of
 
@@ -142,6 +143,18 @@ def _usage(metafunc, message: str):
     of the plugin's own frames."""
     where = f"{metafunc.definition.location[0]}:{metafunc.function.__code__.co_firstlineno}"
     pytest.fail(f"usage error: {where}: {metafunc.definition.name}: {message}", pytrace=False)
+
+
+def pytest_collection_finish(session):
+    # MPI opens its descriptors (sockets, pipes, its own shared memory) once,
+    # when initialised, and holds them for the life of the process: in a
+    # session that will run an mpi case, initialise it before the first
+    # test's leak baseline (on the job's every process, as they collect alike)
+    for item in session.items:
+        param = getattr(getattr(item, "callspec", None), "params", {}).get("tilecomm_case")
+        if param and param[0].transport == MPI_TRANSPORT and why_not_here(param[0]) is None:
+            runs_host_code(RunConfig(transport=MPI_TRANSPORT))
+            return
 
 
 # ------------------------------------------------------------------ fixtures
