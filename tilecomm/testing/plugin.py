@@ -12,7 +12,9 @@ gives
   use it alike.  ``leaks=True`` (the default) runs the leak check around
   every case.  Bad arguments are a usage error at collection naming the
   test's file and line; "all" and the transport names are those of
-  ``cases.py`` (the ``mpi`` cases run in an MPI job of their size);
+  ``cases.py`` (the ``mpi`` cases run in an MPI job of their size --
+  ``mpiexec -n N python -m pytest`` -- which then initialises MPI before
+  its first test, so the descriptors MPI keeps are no leak);
 * the fixture ``tilecomm_no_leaks``: the test errors at teardown, naming
   what it left behind, if it leaves a child process, a thread, a tilecomm
   /dev/shm segment of this process or a file descriptor (``leaks.py``).
@@ -101,15 +103,14 @@ def pytest_generate_tests(metafunc):
         wanted = [f for f in CASE_FIXTURES if f in metafunc.fixturenames]
         if wanted:
             _usage(metafunc, f"fixture {wanted[0]} needs the test marked "
-                                   f"@pytest.mark.{MARKER}(world_sizes=[...])")
+                             f"@pytest.mark.{MARKER}(world_sizes=[...])")
         return
+    problem = None
     try:
         world_sizes, transports, check_leaks = _marker_args(mark)
         sizes, names = world_sizes_of(world_sizes), transports_of(transports)
     except pytest.UsageError as err:
         problem = str(err)
-    else:
-        problem = None
     if problem:                 # outside the except: no chained traceback in the report
         _usage(metafunc, problem)
     params = []
