@@ -10,7 +10,6 @@ one per transport (``shm``, ``copy``) on every case parametrised by
 transport, so ``-m copy`` selects a transport (``-k shm`` would also match
 test_shm_resources.py).
 """
-import gc
 import inspect
 import os
 import threading
@@ -20,6 +19,8 @@ import pytest
 
 from tilecomm.runtime import DistributedConfig, RunConfig
 from tilecomm.runtime.config import MPI_LAUNCHER_VARS, TRANSPORT_NAMES
+# the leak check's probes, used by the test modules (``from conftest import children``)
+from tilecomm.testing.leaks import children, my_segments, process_alive  # noqa: F401
 
 WORLD_SIZES = [1, 2, 3, 4]
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -232,13 +233,6 @@ def transport(request, monkeypatch):
     return name
 
 
-def _shm_names():
-    try:
-        return {f for f in os.listdir("/dev/shm") if f.startswith(f"tilecomm-{os.getpid()}-")}
-    except FileNotFoundError:
-        return set()
-
-
 def files_of(root) -> set:
     """Every file under ``root``, as paths relative to it."""
     out = set()
@@ -246,41 +240,6 @@ def files_of(root) -> set:
         for f in fs:
             out.add(os.path.relpath(os.path.join(dp, f), root))
     return out
-
-
-def my_segments(pid=None) -> list:
-    """Names of the /dev/shm segments of ``pid`` (this process by default)."""
-    prefix = f"tilecomm-{pid or os.getpid()}-"
-    return [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
-
-
-def process_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def children(pid=None) -> set:
-    """Pids of the children of every thread of ``pid`` (this process by
-    default): a child is listed under the thread that forked it, and ranks
-    requested by a thread other than the main one are forked by a launcher
-    thread."""
-    pid = pid or os.getpid()
-    kids = set()
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids |= {int(p) for p in f.read().split()}
-        except OSError:
-            pass                        # that thread exited while listing
-    return kids
 
 
 def signal_a_rank_during(call, n: int, sig, pick=min):
@@ -308,29 +267,8 @@ def signal_a_rank_during(call, n: int, sig, pick=min):
     return ei.value
 
 
-
-
-
-def _fds():
-    try:
-        return set(os.listdir("/proc/self/fd"))
-    except OSError:
-        return set()
-
-
 @pytest.fixture(autouse=True)
-def no_leaks():
+def no_leaks(tilecomm_no_leaks):
     """Every test must leave no worker process, thread, shared segment or file
-    descriptor behind."""
-    before_shm, before_kids = _shm_names(), children()
-    before_threads, before_fds = set(threading.enumerate()), _fds()
-    yield
-    assert _shm_names() - before_shm == set(), "shared-memory segments leaked"
-    assert children() - before_kids == set(), "worker processes leaked"
-    threads = [t.name for t in set(threading.enumerate()) - before_threads]
-    assert threads == [], f"threads leaked: {threads}"
-    if _fds() - before_fds:
-        # a mapping still referenced from a traceback cycle keeps its fd until
-        # the cycle is collected (Python < 3.13 duplicates the fd per mapping)
-        gc.collect()
-    assert _fds() - before_fds == set(), "file descriptors leaked"
+    descriptor behind: the packaged check (``tilecomm.testing.leaks``, the
+    pytest plugin's ``tilecomm_no_leaks``) around every test here."""

@@ -320,8 +320,24 @@ def from_env() -> dict:
         raise ConfigError(f"TILECOMM_DETECT_RACES must be 0 or 1, got {races!r}", code="TC402")
     if races == "1":
         out["detect_races"] = True
+    budget = os.environ.get("TILECOMM_EXPLORE_BUDGET", "")
+    if budget:
+        out["explore_budget"] = _explore_budget(budget)
     if os.environ.get("TILECOMM_MPI_POOL_MB"):
         out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
     if os.environ.get("TILECOMM_MPI_DIRECT") == "0":
         out["mpi_direct"] = False       # no shared-memory window: every access an RMA call
     return out
+
+
+def _explore_budget(text: str) -> float:
+    """TILECOMM_EXPLORE_BUDGET: the factor exploration's time budgets are
+    multiplied by (pytest --tilecomm-explore=FACTOR sets it)."""
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = float("nan")
+    if not factor > 0 or factor == float("inf"):     # written so NaN fails it
+        raise ConfigError(f"TILECOMM_EXPLORE_BUDGET must be a number > 0, got {text!r}",
+                          code="TC402")
+    return factor
