@@ -10,6 +10,9 @@ pytest and tilecomm's pytest plugin (installed with tilecomm), no conftest.
 * A test without the marker asks for the same check by name,
   ``tilecomm_no_leaks``.
 * ``pytest --tilecomm-detect-races`` runs every call with the race check on.
+* ``tilecomm.testing.explore`` runs the ring under every order of its
+  notifies, waits and window accesses that can matter (2 and 3 ranks), and
+  ``pytest --tilecomm-explore`` gives it a bigger time budget.
 
 The expected values are numpy's: np.roll gives each rank its left
 neighbour's row.
@@ -23,6 +26,7 @@ import pytest
 
 from ring_shift import SIZE, ring_shift
 from tilecomm.runtime import DistributedConfig, RunConfig
+from tilecomm.testing import explore
 
 
 def rows(n: int, seed: int = 0) -> np.ndarray:
@@ -76,3 +80,18 @@ def test_a_call_from_a_thread_leaves_nothing_behind(tilecomm_no_leaks):
     caller.start()
     caller.join()
     np.testing.assert_array_equal(got, expected(xs)[0])
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_no_order_of_the_ranks_steps_breaks_the_exchange(n, tilecomm_no_leaks):
+    xs = rows(n, seed=2)
+    got, total = np.zeros_like(xs), np.zeros_like(xs)
+
+    def check(args):
+        left, both = expected(xs)
+        np.testing.assert_array_equal(args[1], left)
+        np.testing.assert_array_equal(args[2], both)
+
+    res = explore(ring_shift, xs, got, total, world_size=n, check=check, time_budget_s=20)
+    assert res.failure is None, res.failure.report
+    assert res.verified, res

@@ -1,0 +1,131 @@
+"""Cost of interleaving exploration: how many schedules per second
+``tilecomm.testing.explore`` runs on a small protocol, beside an ordinary
+call of the same program in the same run, and how long it takes to find a
+protocol bug.
+
+Prints one markdown table row per figure.  This is a benchmark, not a test:
+nothing here asserts speed.
+
+    python bench/bench_explore.py            # 5 repetitions
+    python bench/bench_explore.py --quick    # 3 repetitions
+
+The protocol.  2 ranks, ROUNDS = 5 rounds of a handshake: each round every
+rank AtomicAdds 1 into the other's counter and waits until its own counter
+reached the round number -- 10 visible operations per rank, 20 in all, plus
+the end of each rank's dispatch.  It is correct, so the search runs to the
+end: every order of its dependent operations, with preemption bounds widened
+until nothing is pruned.  Figure: schedules run / seconds the search took
+(each schedule is a whole call on ranks kept across schedules, on fresh
+copies of the arguments, with race detection on).  Anchor: ordinary
+one-shot calls of the same program per second (each starts its ranks).
+
+The bug.  The same protocol with ``Eq`` waits on a counter that two ranks
+AtomicAdd into (3 ranks): found when both adds land before the waiter's
+check.  Figure: seconds until ``explore`` returns the failure; target < 60 s.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+from tilecomm.runtime import DistributedConfig, RunConfig
+from tilecomm.testing import explore
+
+from bench_primitives import cpu_probe, loadavg, machine_info
+from report import Row, log
+
+ROUNDS = 5
+NR = pl.dynamic("NR")
+
+
+def build(cmp, rounds: int):
+    @pl.jit.incore
+    def handshake(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
+                  sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
+        ctx = pld.get_comm_ctx(sig)
+        me = pld.rank(ctx)
+        n = pld.nranks(ctx)
+        for k in pl.range(rounds):
+            for p in pl.range(n):
+                if p != me:
+                    pld.system.notify(sig, peer=p, offsets=[0, 0], value=1,
+                                      op=pld.NotifyOp.AtomicAdd)
+            pld.system.wait(sig, offsets=[0, 0], expected=(k + 1) * (n - 1), cmp=cmp)
+
+    @pl.jit
+    def chip(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
+             sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
+        handshake(out, sig)
+
+    @pl.jit.host
+    def main(outs: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
+        sbuf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            chip(outs[r], pld.window(sbuf, [1, 1], dtype=pl.INT32), device=r)
+        return outs
+    return main
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3 repetitions instead of 5")
+    args = ap.parse_args(argv)
+    reps = 3 if args.quick else 5
+    for line in machine_info():
+        print(line)
+    print(f"mode: {'quick' if args.quick else 'full'}; median of {reps}", flush=True)
+    log(f"busy-loop probe {cpu_probe():.2f} cores")
+
+    good = build(pld.WaitCmp.Ge, ROUNDS)
+    outs = np.zeros((2, 1, 1), np.int32)
+    cfg = RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1]))
+    good(outs, config=cfg)                                   # compiled, warm
+    rates, calls, counts = [], [], []
+    for rep in range(reps):
+        res = explore(good, outs, world_size=2, time_budget_s=600)
+        if not (res.verified and res.complete):
+            print(f"\nthe search did not finish: {res}")
+            return 1
+        rates.append(res.schedules / res.seconds)
+        counts.append(res.schedules)
+        t0 = time.perf_counter()
+        for _ in range(5):
+            good(outs, config=cfg)
+        calls.append(5 / (time.perf_counter() - t0))
+        log(f"repetition {rep + 1}/{reps}: {res.schedules} schedules in {res.seconds:.2f} s "
+            f"(bound {res.bound}); ordinary calls {calls[-1]:.1f}/s")
+
+    bad = build(pld.WaitCmp.Eq, 1)
+    found = []
+    for rep in range(reps):
+        res = explore(bad, np.zeros((3, 1, 1), np.int32), world_size=3, time_budget_s=60)
+        if res.failure is None or res.failure.kind != "deadlock":
+            print(f"\nthe Eq bug was not found: {res}")
+            return 1
+        found.append(res.seconds)
+        log(f"repetition {rep + 1}/{reps}: Eq bug found after {res.schedules} schedules, "
+            f"{res.seconds:.2f} s")
+
+    rate, anchor = statistics.median(rates), statistics.median(calls)
+    rows = [
+        Row(f"explore: 2 ranks, {4 * ROUNDS} visible ops, whole search "
+            f"({statistics.median(counts):.0f} schedules)",
+            f"{rate:.0f} schedules/s", f"{anchor:.1f} one-shot calls/s", "—",
+            f"{rate / anchor:.1f}x the calls"),
+        Row("explore: 3-rank Eq-on-a-shared-counter bug, time to the failure",
+            f"{statistics.median(found):.2f} s", "—", "< 60 s",
+            "met" if statistics.median(found) < 60 else "MISSED"),
+    ]
+    print(f"\nload average {loadavg()}\n")
+    print("| figure | measured | anchor (same run) | target | result |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.figure} | {r.measured} | {r.anchor} | {r.target} | {r.result} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
