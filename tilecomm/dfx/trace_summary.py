@@ -20,7 +20,10 @@ The critical path.  Walking back from the end of the last slice to end:
 within a lane, program order (the piece before); a wait that a notify
 released, when that notify ended after the wait began (the wait had to
 wait for it), jumps to the notify: the wait's time before the notify is
-not on the path, only its tail after it is.  A task's start jumps to the
+not on the path, only its tail after it is.  A collective jumps, at the
+entry of the member that entered it last (the k-th call of the same
+collective on each rank), to what that member did before.  A task's start
+jumps to the
 latest end among the tasks it waited for (``after``, the scheduler's own
 edges, drawn as dependency arrows; a deferred waiter counts as done at the
 release of its condition) or, if none, to the dispatch thread that
@@ -46,8 +49,8 @@ KINDS = ("compute", "comm", "wait", "collective", "other")
 WAIT_CATS = RELEASE_CATS + ("blocked",)
 IDLE = -1                   # the slice index of an idle piece
 # how the path reached the segment after a segment
-PROGRAM_ORDER, SIGNAL, DEPENDENCY, SUBMITTED, TASKS_DONE = (
-    "program order", "signal", "dependency", "submitted", "tasks done")
+PROGRAM_ORDER, SIGNAL, DEPENDENCY, SUBMITTED, TASKS_DONE, COLLECTIVE = (
+    "program order", "signal", "dependency", "submitted", "tasks done", "collective")
 _RANK_NAME = re.compile(r"rank (\d+)$")
 # the trace's timestamps are rounded to ns (3 decimals of a microsecond)
 EPS = 0.0015
@@ -169,7 +172,10 @@ def summarize(trace: dict, *, progress=_identity) -> Summary:
                 spent[slices[i].kind] += b - a
         times.append(LaneTime(lane, spent, (end - start) - sum(spent.values())))
     waits = releases(events, slices)
-    path = critical_path(slices, lanes, pieces, waits)
+    defers = [((ev["pid"], ev["tid"]), float(ev["ts"]),
+               _condition(_rank_of(ev["pid"], procs), ev.get("args") or {}))
+              for ev in events if ev["ph"] == "i" and ev.get("cat") == "defer"]
+    path = critical_path(slices, lanes, pieces, waits, defers)
     arrows = sum(1 for ev in events if ev["ph"] == "s" and ev.get("cat") == "signal")
     waits.sort(key=lambda w: -w.slice.dur)
     return Summary(trace.get("otherData", {}).get("title", ""), start, end, lanes, times,
@@ -244,28 +250,49 @@ def _what(s: Slice | None) -> str:
 class _Walk:
     """The backward walk of ``critical_path`` (its state and lookups)."""
 
-    def __init__(self, slices, lanes, pieces, waits):
+    def __init__(self, slices, lanes, pieces, waits, defers=()):
         self.slices, self.pieces = slices, pieces
         self.lane = {ln.key: ln for ln in lanes}
         self.released = {w.slice.index: w.notify for w in waits if w.notify is not None}
         self.ends = {key: [p[1] for p in ps] for key, ps in pieces.items()}
         self.piece_of = {}              # slice index -> (lane key, index of its last piece)
+        self.first_piece = {}           # slice index -> index of its first piece
         for key, ps in pieces.items():
             for k, (_, _, i) in enumerate(ps):
                 if i != IDLE:
                     self.piece_of[i] = (key, k)
+                    self.first_piece.setdefault(i, k)
+        # a collective ends on no rank before every member entered it (it is
+        # a barrier at least): the k-th call of one collective on each rank
+        self.entered_last = {}          # collective slice index -> the member that entered last
+        calls: dict = {}
+        for s in sorted((s for s in slices if s.cat == "collective"), key=lambda s: s.ts):
+            calls.setdefault((s.rank, s.name), []).append(s)
+        groups: dict = {}
+        for (rank, name), lst in calls.items():
+            for k, s in enumerate(lst):
+                groups.setdefault((name, k), []).append(s)
+        for members in groups.values():
+            last = max(members, key=lambda s: s.ts)
+            for s in members:
+                self.entered_last[s.index] = last
         self.dispatch_lane = {}         # rank -> its dispatch thread's lane key
         self.tasks = {}                 # rank -> [(end, slice index)] sorted
-        self.task_done = {}             # (rank, task id) -> [slices where it completed]
+        self.task_done = {}             # (rank, task id) -> [its slices]
+        # a deferred waiter's TaskId completes when its conditions hold: the
+        # releases of each condition, and the conditions each lane registered
+        self.released_when = {}         # (rank, cell, cmp, expected) -> [release slices]
+        self.deferred = {}              # lane key -> [(ts, condition)] of defer_wait calls
+        for key, ts, cond in defers:
+            self.deferred.setdefault(key, []).append((ts, cond))
         for s in slices:
             if s.cat == "dispatch" or (s.cat == "collective" and "dispatch" in s.args):
                 self.dispatch_lane.setdefault(s.rank, s.lane)
             elif s.cat == "task":
                 self.tasks.setdefault(s.rank, []).append((s.end, s.index))
                 self.task_done.setdefault((s.rank, s.args.get("task_id")), []).append(s)
-            elif s.cat == "deferred" and s.args.get("task_id") is not None:
-                # a deferred waiter's TaskId completes when its condition is released
-                self.task_done.setdefault((s.rank, s.args["task_id"]), []).append(s)
+            elif s.cat == "deferred":
+                self.released_when.setdefault(_condition(s.rank, s.args), []).append(s)
         for lst in self.tasks.values():
             lst.sort()
         self.task_ends = {r: [e for e, _ in lst] for r, lst in self.tasks.items()}
@@ -298,19 +325,35 @@ class _Walk:
         """What ``task`` started after: the latest-ending of the tasks it
         waited for that ended by its start."""
         best = None
+
+        def consider(s):
+            nonlocal best
+            if s.end <= task.ts + EPS and (best is None or s.end > best.end):
+                best = s
+
         for tid in task.args.get("after", ()) or ():
             for s in self.task_done.get((task.rank, tid), ()):
-                if s.end <= task.ts + EPS and (best is None or s.end > best.end):
-                    best = s
+                consider(s)
+                # a waiter that deferred conditions completed at their release:
+                # the last release of one of them before this task started
+                for ts, cond in self.deferred.get(s.lane, ()):
+                    if s.ts <= ts <= s.end:
+                        for rel in self.released_when.get(cond, ()):
+                            consider(rel)
         return best
 
 
-def critical_path(slices, lanes, pieces, waits) -> list:
+def _condition(rank, args) -> tuple:
+    return (rank, tuple(args.get("cell_key") or ()), args.get("expected"))
+
+
+def critical_path(slices, lanes, pieces, waits, defers=()) -> list:
     """The run's critical path as ``Segment``s in time order (see the module
-    docstring for the edges it follows)."""
+    docstring for the edges it follows).  ``defers``: (lane key, time,
+    condition) of each ``pld.system.defer_wait`` call."""
     if not slices:
         return []
-    w = _Walk(slices, lanes, pieces, waits)
+    w = _Walk(slices, lanes, pieces, waits, defers)
     last = max((ps[-1][1], key) for key, ps in pieces.items() if ps)
     key, k = last[1], len(pieces[last[1]]) - 1
     t = pieces[key][k][1]
@@ -344,6 +387,17 @@ def critical_path(slices, lanes, pieces, waits) -> list:
                 t2 = max(min(task.end, t), a)
                 add(t2, t, i)
                 then, (key, k), t = TASKS_DONE, w.piece_of[task.index], t2
+                jump = True
+        elif s is not None and s.cat == "collective" and i in w.entered_last:
+            last = w.entered_last[i]
+            k2 = w.first_piece.get(last.index)
+            if last.ts > max(s.ts, a) + EPS and k2 is not None and t > last.ts:
+                # the time before the last member entered is not on the path
+                add(last.ts, t, i)
+                then, key = COLLECTIVE, last.lane
+                if k2 == 0:
+                    break
+                k, t = k2 - 1, pieces[last.lane][k2 - 1][1]
                 jump = True
         if jump:
             continue
