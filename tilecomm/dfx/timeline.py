@@ -21,6 +21,7 @@ LEGEND = {"compute": "compute (dispatch)", "task": "task body", "comm": "notify 
           "other": "orchestrator"}
 ARROWS = 40                 # at most this many notify -> wait arrows: the longest waits'
 MIN_WIDTH = 1 / 1500        # of the run: a slice narrower is drawn this wide, to be seen
+COLUMNS = 1500              # a lane with more pieces is drawn a column of time at a time
 LABELLED_WAITS = 3          # the longest waits get their source line written beside them
 INSTALL = "pip install 'tilecomm[plot]'"
 
@@ -87,10 +88,7 @@ def figure(summary: Summary, *, arrows: int = ARROWS, progress=None):
     items = lanes if progress is None else progress(lanes, "drawing lanes", len(lanes))
     for ln in items:
         bars: dict = {}
-        for a, b, i in summary.pieces[ln.key]:
-            if i == IDLE:
-                continue
-            kind = _piece_kind(summary.slices[i])
+        for a, b, kind in _bars(summary, summary.pieces[ln.key]):
             bars.setdefault(kind, []).append((x(a), max((b - a) / div, minw)))
         y = y_of[ln.key]
         for kind, xs in bars.items():
@@ -125,6 +123,38 @@ def figure(summary: Summary, *, arrows: int = ARROWS, progress=None):
     fig.suptitle(f"{title}{ranks} rank{'s' if ranks != 1 else ''}, "
                  f"{span / div:.3g} {unit}", x=0.01, ha="left", fontsize=11)
     return fig
+
+
+def _bars(summary, pieces):
+    """(start, end, kind) to draw for a lane's pieces.  A lane with more
+    pieces than the picture has pixels is drawn a column at a time, each
+    column in the kind that took most of its time (thousands of rectangles
+    under one pixel each show nothing and take minutes to draw)."""
+    busy = [(a, b, _piece_kind(summary.slices[i])) for a, b, i in pieces if i != IDLE]
+    if len(busy) <= COLUMNS:
+        return busy
+    t0, width = summary.start, max(summary.duration, 1e-3) / COLUMNS
+    cols = [dict() for _ in range(COLUMNS)]
+    for a, b, kind in busy:
+        c = min(int((a - t0) / width), COLUMNS - 1)
+        while True:                     # split the piece over the columns it spans
+            edge = t0 + (c + 1) * width
+            part = min(b, edge) - a
+            cols[c][kind] = cols[c].get(kind, 0.0) + max(part, 0.0)
+            if b <= edge or c == COLUMNS - 1:
+                break
+            a, c = edge, c + 1
+    out = []
+    for c, spent in enumerate(cols):
+        if not spent or sum(spent.values()) < width / 8:
+            continue
+        kind = max(spent, key=spent.get)
+        a = t0 + c * width
+        if out and out[-1][2] == kind and abs(out[-1][1] - a) < width / 2:
+            out[-1] = (out[-1][0], a + width, kind)
+        else:
+            out.append((a, a + width, kind))
+    return out
 
 
 def _label_waits(ax, summary, x, y_of, width):
@@ -163,16 +193,21 @@ def _arrows(ax, summary, x, y_of, limit) -> int:
 
 def _critical_path(ax, summary, x, y_of) -> int:
     """A black rule under each segment of the critical path, joined where
-    the path goes from one lane to another."""
-    prev = None
+    the path goes from one lane to another (two collections: a long path
+    has thousands of segments, one artist each would take minutes)."""
+    from matplotlib.collections import LineCollection
+
+    rules, joins, prev = [], [], None
     for seg in summary.path:
         y = y_of[seg.lane.key] - 0.37     # just under its bar (bars span ±0.32)
-        ax.plot([x(seg.start), x(seg.end)], [y, y], color="black", lw=2.5,
-                solid_capstyle="butt", zorder=6)
-        if prev is not None and prev[1] != y:
-            ax.plot([x(seg.start), x(seg.start)], [prev[1], y], color="black", lw=0.8,
-                    linestyle=":", zorder=6)
-        prev = (x(seg.end), y)
+        rules.append([(x(seg.start), y), (x(seg.end), y)])
+        if prev is not None and prev != y:
+            joins.append([(x(seg.start), prev), (x(seg.start), y)])
+        prev = y
+    ax.add_collection(LineCollection(rules, colors="black", linewidths=2.5, zorder=6,
+                                     capstyle="butt"))
+    ax.add_collection(LineCollection(joins, colors="black", linewidths=0.8, linestyles=":",
+                                     zorder=6))
     return len(summary.path)
 
 
