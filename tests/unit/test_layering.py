@@ -126,7 +126,7 @@ DFX = "tilecomm.dfx"
 CHECK = "tilecomm.check"
 # third-party modules a function may import: optional or slow to load, and
 # needed only on the path that uses them
-LAZY_THIRD_PARTY = {"torch", "ml_dtypes"}
+LAZY_THIRD_PARTY = {"torch", "ml_dtypes", "matplotlib"}
 
 
 def under(name: str, prefixes) -> bool:

@@ -9,6 +9,7 @@ import click
 
 from .doctor import doctor
 from .ops import ops
+from .trace import trace
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,5 +28,6 @@ def main():
 
 main.add_command(doctor)
 main.add_command(ops)
+main.add_command(trace)
 
 __all__ = ["main"]
