@@ -34,7 +34,7 @@ from ..ir.types import TensorType
 MAX_UNROLL = 512
 # statements executed at most per program: beyond that the facts are partial
 # (and every rule that needs whole facts is silent)
-MAX_STEPS = 400_000
+MAX_STEPS = 200_000
 
 
 class _Unknown:

@@ -48,16 +48,19 @@ def _lines(events) -> str:
     return ", ".join(map(str, lines))
 
 
-def _exact_writers(pf, key, notifies) -> list | None:
+def _moved_otherwise(pf) -> set:
+    """Buffers something besides a notify writes: a window write, a remote
+    store or a collective."""
+    return {e.buf for e in pf.events if e.kind in (WRITE, REMOTE_WRITE, COLLECTIVE)}
+
+
+def _exact_writers(pf, key, notifies, moved) -> list | None:
     """The notifies into cell ``key`` when nothing else can change it: every
-    event on its buffer known exactly, no window write, remote store or
-    collective on the buffer.  None when that cannot be told."""
+    event on its buffer known exactly, nothing in ``moved`` (see
+    ``_moved_otherwise``).  None when that cannot be told."""
     rank, buf, cell = key
-    if pf.partial or buf in pf.inexact:
+    if pf.partial or buf in pf.inexact or buf in moved:
         return None
-    for e in pf.events:
-        if e.buf is buf and e.kind in (WRITE, REMOTE_WRITE, COLLECTIVE):
-            return None
     found = notifies.get(key, [])
     if any(not e.certain or e.value is None or not isinstance(e.op, NotifyOp) for e in found):
         return None
@@ -88,11 +91,11 @@ def eq_wait_overshoot(pf, prog):
     """A ``WaitCmp.Eq`` wait on a cell several AtomicAdd notifies build up,
     for a value below their total: the adds may all land before the waiter
     looks, the cell passes the value and the wait never ends.  Wait Ge."""
-    notifies = _known_notifies(pf)
+    notifies, moved = _known_notifies(pf), _moved_otherwise(pf)
     for key, w in _waits(pf):
         if w.op is not WaitCmp.Eq:
             continue
-        found = _exact_writers(pf, key, notifies)
+        found = _exact_writers(pf, key, notifies, moved)
         if not found or any(e.op is not NotifyOp.AtomicAdd for e in found) or len(found) < 2:
             continue
         total = sum(e.value for e in found)
@@ -108,12 +111,15 @@ def eq_wait_overshoot(pf, prog):
                      f"value is reached, whatever arrives after)")
 
 
-def _reachable(found):
+def _reachable(found, cmp):
     """The values a cell notified only by ``found`` (from 0) can hold, or None
-    when too many to list."""
+    when too many to list (for a Ge wait only the largest matters)."""
     if all(e.op is NotifyOp.Set for e in found):
         return {0} | {e.value for e in found}
-    if all(e.op is NotifyOp.AtomicAdd for e in found) and len(found) <= MAX_SUBSET_ADDS:
+    adds = all(e.op is NotifyOp.AtomicAdd for e in found)
+    if adds and cmp is WaitCmp.Ge:
+        return {0, sum(e.value for e in found if e.value > 0)}
+    if adds and len(found) <= MAX_SUBSET_ADDS:
         # adds land in any order: every subset of them is a value the cell passes
         return {sum(c) for n in range(len(found) + 1)
                 for c in itertools.combinations([e.value for e in found], n)}
@@ -125,12 +131,12 @@ def unreachable_wait(pf, prog):
     """A wait for a value the notifies into its cell can never produce (``Ge 3``
     on a cell only ever Set to 1; ``Ge 3`` on a cell two ranks each add 1
     into): the wait blocks forever on every schedule."""
-    notifies = _known_notifies(pf)
+    notifies, moved = _known_notifies(pf), _moved_otherwise(pf)
     for key, w in _waits(pf):
-        found = _exact_writers(pf, key, notifies)
+        found = _exact_writers(pf, key, notifies, moved)
         if found is None:
             continue
-        values = _reachable(found)
+        values = _reachable(found, w.op)
         if values is None:
             continue
         ok = max(values) >= w.value if w.op is WaitCmp.Ge else w.value in values
@@ -163,6 +169,8 @@ def notify_before_data(pf, prog):
     """A kernel that notifies a peer and only afterwards stores or puts the data
     into that peer's window, with no notify to it after the store: the peer's
     wait can end before the data lands.  Notify after the data."""
+    if pf.partial:          # a cut-short execution lacks the notifies that come later
+        return
     signal_bufs = {e.buf for e in pf.events if e.kind in (NOTIFY, WAIT)}
     by_rank: dict = {}
     for e in pf.events:
