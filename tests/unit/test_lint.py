@@ -6,6 +6,7 @@ import glob
 import inspect
 import os
 import re
+import types
 import warnings
 
 import pytest
@@ -97,6 +98,52 @@ def test_no_rule_fires_on_the_examples(n):
         assert found == [], f"{name}: {[str(w) for w in found]}"
         checked += 1
     assert checked >= 20
+
+
+# examples whose programs a factory builds: how to build them for n ranks
+FACTORIES = {
+    "all_to_all_v.py": lambda m, n: m.build(n),
+    "all_to_all_v_host.py": lambda m, n: m.build(n),
+    "allreduce_quickstart.py": lambda m, n: m.build(n),
+    "allreduce_ring.py": lambda m, n: m.build(n),
+    "broadcast.py": lambda m, n: m.build(n - 1),
+    "host_collectives.py": lambda m, n: m.build(n - 1),
+    "moe_dispatch_combine.py": lambda m, n: m.build(n, m.SMALL),
+    "sharded_gemm.py": lambda m, n: m.build(n),
+    "worker_prefill_decode.py": lambda m, n: m.build(n),
+    "worker_resident_weights.py": lambda m, n: m.build(n),
+    "worker_subworker_callback.py": lambda m, n: m.build(n),
+    "race_report.py": lambda m, n: m.build(m.fixed),
+}
+
+
+def _lint_built(module, built, n):
+    objs = built if isinstance(built, tuple) else (built,)
+    ns = types.SimpleNamespace(__name__=module.__name__,
+                               **{f"p{i}": o for i, o in enumerate(objs)})
+    found = []
+    for t in targets(ns):
+        if t.entry.kind == HOST:
+            cp = CompiledProgram(t.entry, config=config(n, lint="off"), self_ns=t.self_ns)
+            found += cp.check(arg_types(t.entry, {"NR": n}))[1]
+    return found
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_no_rule_fires_on_the_examples_factories(n):
+    for name, make in FACTORIES.items():
+        m = load_module(os.path.join(EXAMPLES, name))
+        found = _lint_built(m, make(m, n), n)
+        assert found == [], f"{name}: {[str(w) for w in found]}"
+
+
+def test_the_race_report_examples_bug_is_found():
+    """race_report.py's racy kernel notifies before it stores: TC704, at its line."""
+    m = load_module(os.path.join(EXAMPLES, "race_report.py"))
+    found = _lint_built(m, m.build(m.racy), 2)
+    line = next(i for i, text in enumerate(open(m.__file__).read().splitlines(), 1)
+                if "pld.system.notify(flag, peer=1" in text)
+    assert [(w.code, w.span.line) for w in found] == [("TC704", line)]
 
 
 def test_lint_error_raises_at_compile_time_before_any_rank():

@@ -177,16 +177,18 @@ def notify_before_data(pf, prog):
         by_rank.setdefault(e.rank, []).append(e)
     for rank, evs in by_rank.items():
         evs.sort(key=lambda e: e.seq)
-        # the last notify of the rank to each peer (None: to a peer not known)
+        # the last notify of the rank to each peer (None: to a peer not known);
+        # a collective publishes to every peer (a barrier orders all before it)
         last = {e.peer: e.seq for e in evs if e.kind == NOTIFY}
+        last_coll = max((e.seq for e in evs if e.kind == COLLECTIVE), default=-1)
         before: dict = {}       # (activation, peer) -> the latest notify so far
         for s in evs:
             if s.kind == NOTIFY and s.peer is not None:
                 before[(s.activation, s.peer)] = s
             if s.kind != REMOTE_WRITE or s.peer is None or s.buf in signal_bufs:
                 continue
-            if max(last.get(s.peer, -1), last.get(None, -1)) > s.seq:
-                continue                  # a later notify can announce it
+            if max(last.get(s.peer, -1), last.get(None, -1), last_coll) > s.seq:
+                continue                  # a later notify or collective can announce it
             n = before.get((s.activation, s.peer))
             if n is not None:
                 yield TilecommWarning(
@@ -245,7 +247,9 @@ def split_aiv_double_notify(pf, prog):
 @lint_rule("unwaited-remote-data", "TC707")
 def unwaited_remote_data(pf, prog):
     """A rank reads its window copy where peers store data, with no wait of any
-    kind before the read: nothing says the data has arrived."""
+    kind before the read and no notify or collective after it that could
+    hold the writer back (reading first, then telling the writer it may
+    write, is a protocol): nothing says whether the data has arrived."""
     if pf.partial:
         return
     incoming: dict = {}
@@ -253,19 +257,28 @@ def unwaited_remote_data(pf, prog):
         if e.kind == REMOTE_WRITE and e.peer is not None and e.peer != e.rank and \
                 e.region is not None:
             incoming.setdefault((e.peer, e.buf), []).append(e)
-    synced: dict = {}
+    synced: dict = {}          # rank -> its first wait or collective
+    permits: dict = {}         # (rank, peer) -> its last notify to peer (None: unknown peer)
+    released: dict = {}        # rank -> its last collective
     for e in sorted(pf.events, key=lambda e: e.seq):
         if e.kind in (WAIT, COLLECTIVE):
             synced.setdefault(e.rank, e.seq)
+        if e.kind == NOTIFY:
+            permits[(e.rank, e.peer)] = e.seq
+        if e.kind == COLLECTIVE:
+            released[e.rank] = e.seq
     for e in pf.events:
         if e.kind != READ or e.region is None or e.seq > synced.get(e.rank, float("inf")):
             continue
         for s in incoming.get((e.rank, e.buf), ()):
-            if overlap(s.region, e.region):
-                yield TilecommWarning(
-                    f"rank {e.rank} reads window '{e.buf.name}' here, which rank {s.rank} "
-                    f"stores into (line {s.span.line}), without waiting for anything first",
-                    code="TC707", span=e.span,
-                    hint="wait on a signal the writer notifies after its store (or a "
-                         "pld.tensor.barrier) before reading")
-                break
+            later = max(permits.get((e.rank, s.rank), -1), permits.get((e.rank, None), -1),
+                        released.get(e.rank, -1))
+            if later > e.seq or not overlap(s.region, e.region):
+                continue
+            yield TilecommWarning(
+                f"rank {e.rank} reads window '{e.buf.name}' here, which rank {s.rank} "
+                f"stores into (line {s.span.line}), without waiting for anything first",
+                code="TC707", span=e.span,
+                hint="wait on a signal the writer notifies after its store (or a "
+                     "pld.tensor.barrier) before reading")
+            break
