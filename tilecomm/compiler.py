@@ -39,7 +39,8 @@ from .runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
 from .runtime.controller.subworkers import unbound_message
-from .verify import verify
+from .verify import lint, verify
+from .verify.lint import report as report_lint
 
 
 def arg_type(x, name):
@@ -180,6 +181,24 @@ class CompiledProgram:
         return self.config.dist.world_size
 
     def _build(self, arg_types):
+        """Build, analyse and verify one specialisation, then run the protocol
+        lint as ``RunConfig.lint`` says (a warning shows once per source line:
+        the user's module keeps the registry, as for its own warnings)."""
+        prog, facts = self._verified(arg_types)
+        mode = self.config.resolved_lint()
+        if mode != "off":
+            registry = self.entry.fn.__globals__.setdefault("__warningregistry__", {})
+            report_lint(lint(prog, facts), mode, registry)
+        return prog, facts
+
+    def check(self, arg_types=None) -> tuple:
+        """Compile for ``arg_types`` (None: the annotations) without lowering or
+        running anything: raise the front end's and the verifier's errors
+        together; return the program's IR and the protocol lint's warnings."""
+        prog, facts = self._verified(arg_types)
+        return prog, lint(prog, facts)
+
+    def _verified(self, arg_types):
         """Build, analyse and verify one specialisation; raise every diagnostic of
         the front end and of the verifier together."""
         b = ProgramBuilder(self.entry, world=self.world, platform=self.config.platform_profile,

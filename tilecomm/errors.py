@@ -157,6 +157,37 @@ class DataRaceError(TilecommError, RuntimeError):
         super().__init__("\n".join(lines) + f"\n  hint: {self.hint}")
 
 
+class TilecommWarning(UserWarning):
+    """A program that compiles but whose protocol looks wrong (the protocol
+    lint, ``RunConfig(lint=...)``): ``code``, ``span``, ``message``, ``hint``
+    as a ``UserError``'s, rendered ``file:line:col: warning[TCnnn]: ...``."""
+
+    def __init__(self, message: str, *, code: str, span: Span | None = None,
+                 hint: str | None = None):
+        self.code, self.message, self.span, self.hint = code, message, span, hint
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        text = f"{where}warning[{self.code}]: {self.message}"
+        return text + (f"\n  hint: {self.hint}" if self.hint else "")
+
+
+class LintError(UserError, ValueError):
+    """``RunConfig(lint="error")``: the protocol lint's warnings, raised before
+    any rank starts.  The first warning is the error itself (its code and
+    span); all of them are in ``diagnostics``."""
+
+    default_code = "TC701"
+
+    def __init__(self, warnings_found):
+        first = warnings_found[0]
+        super().__init__(first.message, code=first.code, span=first.span, hint=first.hint)
+        self.warnings = tuple(warnings_found)
+        self.diagnostics = [self] + [UserError(w.message, code=w.code, span=w.span, hint=w.hint)
+                                     for w in warnings_found[1:]]
+
+
 class InternalError(TilecommError, AssertionError):
     """A bug in tilecomm itself, never the user's fault."""
 
@@ -276,4 +307,12 @@ CODES = {
              "without a wait)",
     "TC604": "a program or argument explore cannot run (tasks on a rank's cores, ranks on "
              "several machines, a bad schedule token or world size)",
+    # protocol lint (TC7xx): warnings, errors under RunConfig(lint="error")
+    "TC701": "Set and AtomicAdd notifies mixed on one signal cell",
+    "TC702": "an Eq wait on a cell that several AtomicAdd notifies can carry past its value",
+    "TC703": "a wait threshold no notifier of the cell can reach",
+    "TC704": "a notify issued before the store or put it publishes to the same peer",
+    "TC705": "a collective's signal window also used by hand-rolled notifies or waits",
+    "TC706": "a notify in a pl.split_aiv body that every lane issues (fires once per lane)",
+    "TC707": "a window its peers store into, read by its owner before any wait",
 }

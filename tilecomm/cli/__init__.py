@@ -1,12 +1,14 @@
 """The ``tilecomm`` command (also ``python -m tilecomm``).
 
-One group, a verb a module: ``doctor`` (what this machine offers a run) and
-``ops`` (the op catalogue, from the registry).  Built on click; nothing
+One group, a verb a module: ``doctor`` (what this machine offers a run),
+``ops`` (the op catalogue, from the registry) and ``check`` (compile a
+file's programs and lint their protocols without running them).  Built on click; nothing
 here runs at ``import tilecomm``."""
 from __future__ import annotations
 
 import click
 
+from .check import check
 from .doctor import doctor
 from .ops import ops
 from .trace import trace
@@ -23,11 +25,13 @@ def main():
       tilecomm doctor                   what this machine offers a run
       tilecomm ops                      every op, where it may be used
       tilecomm ops pld.system.notify    one op: signature, effects, doc
+      tilecomm check prog.py --ranks 4  compile and lint prog.py's programs
     """
 
 
 main.add_command(doctor)
 main.add_command(ops)
 main.add_command(trace)
+main.add_command(check)
 
 __all__ = ["main"]

@@ -38,6 +38,8 @@ MPI_LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCAL
 # 2-core machine running several ranks is not flooded with threads
 CPU_CORES = 4
 MAX_CORES = 256
+# what the protocol lint does at compile time (verify/lint.py reads the findings)
+LINT_MODES = ("warn", "error", "off")
 
 PLATFORMS = {
     "cpu": Platform("cpu", bf16_atomic_add=True, aiv_cores=0),
@@ -112,6 +114,11 @@ class RunConfig:
                        results back.  None (default): $TILECOMM_DETECT_RACES=1
                        turns it on.  Runs on every transport whose ranks share one
                        machine (on MPI: every process on one node).
+    lint               the protocol lint (TC7xx) run when a program is compiled:
+                       "warn" shows each finding once per source line as a
+                       ``TilecommWarning``, "error" raises them as a ``LintError``
+                       before any rank starts, "off" skips the lint.  None
+                       (default): $TILECOMM_LINT, else "warn".
     """
 
     platform: str = "cpu"
@@ -137,6 +144,7 @@ class RunConfig:
     enable_scope_stats: bool = False
     enable_l2_swimlane: int | bool | None = None      # deprecated name of enable_chip_swimlane
     detect_races: bool | None = None
+    lint: str | None = None
 
     def __post_init__(self):
         _check_dfx(self)
@@ -172,6 +180,10 @@ class RunConfig:
             raise ConfigError(f"RunConfig.detect_races must be True, False or None "
                               f"($TILECOMM_DETECT_RACES), got {self.detect_races!r}", code="TC402",
                               span=_user_span())
+        if self.lint is not None and self.lint not in LINT_MODES:
+            raise ConfigError(f"RunConfig.lint must be one of {list(LINT_MODES)} or None "
+                              f"($TILECOMM_LINT), got {self.lint!r}", code="TC402",
+                              span=_user_span())
         if self.transport is not None and self.transport not in ALL_TRANSPORTS:
             raise ConfigError(f"RunConfig.transport must be one of {list(ALL_TRANSPORTS)}, got "
                               f"{self.transport!r}", code="TC402")
@@ -182,6 +194,10 @@ class RunConfig:
         if self.detect_races is not None:
             return self.detect_races
         return bool(from_env().get("detect_races"))
+
+    def resolved_lint(self) -> str:
+        """What the protocol lint does when this config compiles a program."""
+        return self.lint if self.lint is not None else from_env().get("lint", "warn")
 
     @property
     def dfx_enabled(self) -> bool:
@@ -323,6 +339,12 @@ def from_env() -> dict:
     budget = os.environ.get("TILECOMM_EXPLORE_BUDGET", "")
     if budget:
         out["explore_budget"] = _explore_budget(budget)
+    lint = os.environ.get("TILECOMM_LINT", "")
+    if lint and lint not in LINT_MODES:
+        raise ConfigError(f"TILECOMM_LINT must be one of {list(LINT_MODES)}, got {lint!r}",
+                          code="TC402")
+    if lint:
+        out["lint"] = lint
     if os.environ.get("TILECOMM_MPI_POOL_MB"):
         out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
     if os.environ.get("TILECOMM_MPI_DIRECT") == "0":
