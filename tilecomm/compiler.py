@@ -185,7 +185,7 @@ class CompiledProgram:
         lint as ``RunConfig.lint`` says (a warning shows once per source line:
         the user's module keeps the registry, as for its own warnings)."""
         prog, facts = self._verified(arg_types)
-        mode = self.config.resolved_lint()
+        mode = self.config.resolved_lint(self.world)
         if mode != "off":
             registry = self.entry.fn.__globals__.setdefault("__warningregistry__", {})
             report_lint(lint(prog, facts), mode, registry)

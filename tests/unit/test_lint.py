@@ -18,7 +18,7 @@ from tilecomm.cli.programs import arg_types, load_module, targets
 from tilecomm.compiler import CompiledProgram
 from tilecomm.errors import CODES, ConfigError, LintError, TilecommWarning
 from tilecomm.ir.kinds import HOST
-from tilecomm.runtime.config import DistributedConfig, RunConfig
+from tilecomm.runtime.config import LINT_DEFAULT_MAX_WORLD, DistributedConfig, RunConfig
 from tilecomm.verify import LINT_RULES
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
@@ -188,3 +188,13 @@ def test_bad_lint_value_is_a_config_error():
         RunConfig(lint="warnings")
     assert ei.value.code == "TC402" and "'warnings'" in str(ei.value)
     assert ei.value.span.file == __file__
+
+
+def test_unasked_the_lint_checks_programs_up_to_its_world_limit(monkeypatch):
+    limit = LINT_DEFAULT_MAX_WORLD
+    monkeypatch.delenv("TILECOMM_LINT", raising=False)
+    assert RunConfig().resolved_lint(limit) == "warn"
+    assert RunConfig().resolved_lint(limit + 1) == "off"
+    assert RunConfig(lint="warn").resolved_lint(limit + 1) == "warn"
+    monkeypatch.setenv("TILECOMM_LINT", "error")
+    assert RunConfig().resolved_lint(limit + 1) == "error"

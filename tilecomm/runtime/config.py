@@ -40,6 +40,11 @@ CPU_CORES = 4
 MAX_CORES = 256
 # what the protocol lint does at compile time (verify/lint.py reads the findings)
 LINT_MODES = ("warn", "error", "off")
+# the lint runs every rank's orchestration abstractly, so its cost grows with
+# the square of the world for an all-to-all protocol (0.9 s at 128 ranks):
+# unasked, it checks programs up to this many ranks ("warn"/"error" given
+# explicitly, or `tilecomm check --ranks N`, check any world)
+LINT_DEFAULT_MAX_WORLD = 32
 
 PLATFORMS = {
     "cpu": Platform("cpu", bf16_atomic_add=True, aiv_cores=0),
@@ -118,7 +123,8 @@ class RunConfig:
                        "warn" shows each finding once per source line as a
                        ``TilecommWarning``, "error" raises them as a ``LintError``
                        before any rank starts, "off" skips the lint.  None
-                       (default): $TILECOMM_LINT, else "warn".
+                       (default): $TILECOMM_LINT, else "warn" for programs of
+                       up to LINT_DEFAULT_MAX_WORLD (32) ranks and "off" above.
     """
 
     platform: str = "cpu"
@@ -195,9 +201,12 @@ class RunConfig:
             return self.detect_races
         return bool(from_env().get("detect_races"))
 
-    def resolved_lint(self) -> str:
-        """What the protocol lint does when this config compiles a program."""
-        return self.lint if self.lint is not None else from_env().get("lint", "warn")
+    def resolved_lint(self, world: int = 1) -> str:
+        """What the protocol lint does when this config compiles a program of
+        ``world`` ranks."""
+        if self.lint is not None:
+            return self.lint
+        return from_env().get("lint", "warn" if world <= LINT_DEFAULT_MAX_WORLD else "off")
 
     @property
     def dfx_enabled(self) -> bool:
