@@ -1,15 +1,17 @@
 """The ``tilecomm`` command (also ``python -m tilecomm``).
 
 One group, a verb a module: ``doctor`` (what this machine offers a run),
-``ops`` (the op catalogue, from the registry) and ``check`` (compile a
-file's programs and lint their protocols without running them).  Built on click; nothing
-here runs at ``import tilecomm``."""
+``ops`` (the op catalogue, from the registry), ``check`` (compile a file's
+programs and lint their protocols without running them), ``trace`` (a run's
+trace summarised and drawn) and ``explore`` (a program run under its ranks'
+schedules).  Built on click; nothing here runs at ``import tilecomm``."""
 from __future__ import annotations
 
 import click
 
 from .check import check
 from .doctor import doctor
+from .explore import explore_cmd
 from .ops import ops
 from .trace import trace
 
@@ -26,6 +28,8 @@ def main():
       tilecomm ops                      every op, where it may be used
       tilecomm ops pld.system.notify    one op: signature, effects, doc
       tilecomm check prog.py --ranks 4  compile and lint prog.py's programs
+      tilecomm trace merged.json        a trace's time per rank, waits, critical path
+      tilecomm explore prog.py::main    run main under its ranks' schedules
     """
 
 
@@ -33,5 +37,6 @@ main.add_command(doctor)
 main.add_command(ops)
 main.add_command(trace)
 main.add_command(check)
+main.add_command(explore_cmd, name="explore")
 
 __all__ = ["main"]

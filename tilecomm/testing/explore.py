@@ -223,14 +223,17 @@ def _replay_on(runs: _Runs, token: str) -> None:
 
 
 def explore(program, *args, world_size: int | None = None, check=None,
-            time_budget_s: float = 60.0, max_steps: int = DEFAULT_STEPS) -> ExploreResult:
+            time_budget_s: float = 60.0, max_steps: int = DEFAULT_STEPS,
+            progress=None) -> ExploreResult:
     """Explore the schedules of ``program(*args)`` on ``world_size`` ranks
     (see the module doc).  ``program``: a ``@pl.jit.host`` function (then
     ``world_size`` defaults to 2) or a compiled program (its own world);
     ``check(args)``: raises ``AssertionError`` if a run's results (the
     arguments after the call, outputs included) are wrong.
     ``time_budget_s`` is scaled by ``$TILECOMM_EXPLORE_BUDGET`` (the pytest
-    option ``--tilecomm-explore`` sets it)."""
+    option ``--tilecomm-explore`` sets it).  ``max_steps``: the most steps one
+    schedule may take (more is an error: a loop that polls window memory).
+    ``progress(schedules, bound)``: called after every schedule."""
     budget = float(time_budget_s) * float(from_env().get("explore_budget", 1.0))
     start = time.monotonic()
     runs = _Runs(program, args, world_size, check, max_steps)
@@ -245,6 +248,8 @@ def explore(program, *args, world_size: int | None = None, check=None,
                                          complete, runs.world, time.monotonic() - start)
                 steps, found = runs.run(prefix)
                 schedules += 1
+                if progress is not None:
+                    progress(schedules, bound)
                 if found is not None:
                     choices = tuple(s.actor for s in steps)
                     return ExploreResult(False, runs.failure(steps, found, choices), schedules,

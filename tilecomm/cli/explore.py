@@ -1,0 +1,142 @@
+"""``tilecomm explore FILE.py::NAME``: run a HOST program under the
+schedules of its ranks' visible operations (``tilecomm.testing.explore``)
+and print the first failure with the schedule that leads to it."""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import click
+import numpy as np
+
+from ..ir.annotations import annotation_type
+from ..ir.functions import KernelFunction
+from ..ir.kinds import HOST
+from ..ir.types import Dim, ScalarType, TensorType, bind_shape
+from ..testing.explore import explore, replay
+from .check import _dims
+from .programs import _annotation, default_ranks, load_module
+
+
+def host_args(entry: KernelFunction, world: int, dims: dict, scalars: dict) -> list:
+    """Arguments for ``entry`` from its annotations: inputs of small integers
+    (sums stay exact) from a fixed seed, outputs zero; every ``pl.dynamic``
+    dim not in ``dims`` is the world size."""
+    rng = np.random.default_rng(0)
+    code = entry.fn.__code__
+    out = []
+    for name in code.co_varnames[:code.co_argcount]:
+        t = annotation_type(_annotation(entry, name))
+        if isinstance(t, ScalarType):
+            if name not in scalars:
+                raise click.UsageError(f"parameter {name!r} is a scalar: give its value with "
+                                       f"--scalar {name}=VALUE")
+            out.append(scalars[name])
+            continue
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise click.UsageError(f"parameter {name!r} has no tensor shape in its annotation "
+                                   f"(pl.Tensor[[shape], dtype]): explore cannot make it")
+        free = {v for d in t.shape if isinstance(d, Dim) for v in d.free_vars()}
+        shape = bind_shape(t.shape, {v: dims.get(v.name, world) for v in free})
+        if not all(isinstance(d, int) for d in shape):
+            raise click.UsageError(f"parameter {name!r}: shape {shape} is not a constant "
+                                   f"once its dims are bound; bind them with --dim")
+        dtype = t.dtype.np_dtype
+        if t.direction == "Out":
+            out.append(np.zeros(shape, dtype))
+        else:
+            out.append(rng.integers(-8, 8, shape).astype(dtype))
+    return out
+
+
+def _scalars(values) -> dict:
+    out = {}
+    for v in values:
+        name, sep, num = v.partition("=")
+        try:
+            out[name] = float(num) if "." in num else int(num)
+        except ValueError:
+            sep = ""
+        if not sep or not name.isidentifier():
+            raise click.BadParameter(f"expected NAME=NUMBER, got {v!r}", param_hint="--scalar")
+    return out
+
+
+def _progress(show: bool):
+    if not show:
+        return None
+
+    def report(schedules: int, bound: int):
+        click.echo(f"\r  {schedules} schedules, preemption bound {bound}", err=True, nl=False)
+    return report
+
+
+@click.command()
+@click.argument("target", metavar="FILE.py::NAME")
+@click.option("--ranks", "-n", type=click.IntRange(1, 16), default=None,
+              help="World size.  Default: the size the file's own "
+                   "DistributedConfig(device_ids=...) spells literally, else 2.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+              help="Bind the pl.dynamic dim NAME of the parameters (repeatable); unbound "
+                   "dims are the world size.")
+@click.option("--scalar", "scalars", multiple=True, metavar="NAME=NUMBER",
+              help="The value of a scalar parameter (repeatable).")
+@click.option("--time-budget", type=click.FloatRange(0), default=60.0, show_default=True,
+              help="Seconds the search may take ($TILECOMM_EXPLORE_BUDGET scales it).")
+@click.option("--replay", "token", metavar="SCHEDULE",
+              help="Run this one schedule (a token a failure printed) instead of searching.")
+def explore_cmd(target, ranks, dims, scalars, time_budget, token):
+    """Explore the schedules of the HOST program NAME of FILE.py: its ranks take
+    turns at every notify, check of a wait, window access and dispatch end,
+    in every order of dependent operations (partial-order reduction, with a
+    preemption bound that widens while the time budget lasts), with the race
+    check on.  The first deadlock, data race or rank error is printed with
+    the schedule that leads to it, one line per step, and a token that
+    --replay runs again.
+
+    \b
+    Arguments come from the annotations: inputs of small integers from a
+    fixed seed, outputs zero (nothing checks the results: use
+    tilecomm.testing.explore(check=...) in a test for that).  FILE is
+    imported under a module name of its own, so its
+    `if __name__ == "__main__":` block does not run.
+
+    Exit status: 0 no failure, 1 a failure (or the replayed schedule failed).
+    """
+    path, sep, name = target.rpartition("::")
+    if not sep or not name:
+        raise click.UsageError(f"expected FILE.py::NAME, got {target!r}")
+    with contextlib.redirect_stdout(sys.stderr):     # the file's own prints
+        module = load_module(path)
+    entry = getattr(module, name, None)
+    if not isinstance(entry, KernelFunction) or entry.kind != HOST:
+        raise click.UsageError(f"{name} in {path} is not a @pl.jit.host function")
+    world = ranks or default_ranks(path)
+    args = host_args(entry, world, _dims(dims), _scalars(scalars))
+    if token:
+        try:
+            replay(entry, *args, schedule=token, world_size=world)
+        except Exception as e:           # the schedule's failure is the answer
+            click.echo(f"{type(e).__name__}: {e}")
+            sys.exit(1)
+        click.echo(f"schedule {token}: no failure")
+        return
+    res = explore(entry, *args, world_size=world, time_budget_s=time_budget,
+                  progress=_progress(sys.stderr.isatty()))
+    if sys.stderr.isatty():
+        click.echo("", err=True)
+    if res.failure is not None:
+        click.echo(f"{res.failure.kind} after {res.schedules} schedule(s), "
+                   f"{res.seconds:.2f} s:\n")
+        click.echo(res.failure.report)
+        click.echo(f"\nreplay: tilecomm explore {target} --ranks {world} --replay "
+                   f"{res.failure.schedule}")
+        sys.exit(1)
+    if res.verified:
+        scope = ("every order of dependent operations" if res.complete else
+                 f"the partial-order search at preemption bound {res.bound}")
+        click.echo(f"no failure: {res.schedules} schedule(s) on {world} ranks in "
+                   f"{res.seconds:.2f} s covered {scope}")
+    else:
+        click.echo(f"no failure in {res.schedules} schedule(s) on {world} ranks; the time "
+                   f"budget ended before the search without preemptions finished")
