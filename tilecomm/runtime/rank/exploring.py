@@ -258,9 +258,21 @@ class Explorer:
         if found is None:
             return None
         seg, off = found
-        name, owner = self.windows.get(seg, ("window", "?"))[:2]
         runs = byte_runs(array, addr - off)
-        return ("data", seg), runs, f"{name} on rank {owner}"
+        return ("data", seg), runs, self._elements(seg, off, array, runs)
+
+    def _elements(self, seg, off, array, runs) -> str:
+        """``win[0:1, 0:8] on rank 1``: the region as the program indexes the
+        window (its bytes when the view does not map onto that shape)."""
+        name, owner, shape, item = self.windows.get(seg, ("window", "?", None, 1))
+        where = f"(bytes {runs[0][0]}..{runs[-1][1]})"
+        if shape is not None and array.ndim == len(shape) and off % item == 0 and \
+                off // item < int(np.prod(shape)):
+            start = np.unravel_index(off // item, shape)
+            if all(s + e <= d for s, e, d in zip(start, array.shape, shape)):
+                where = "[" + ", ".join(f"{int(s)}:{int(s) + e}"
+                                        for s, e in zip(start, array.shape)) + "]"
+        return f"{name}{where} on rank {owner}"
 
     # ------------------------------------------------------------ steps
     def step(self, effect: str, target: tuple, runs: tuple = (), parked: int = 0):
@@ -289,7 +301,7 @@ class Explorer:
             return
         target, runs, label = found
         s = self.step(effect, target, runs)
-        self.log(s, f"{op} {label} (bytes {runs[0][0]}..{runs[-1][1]})")
+        self.log(s, f"{op} {label}")
 
     def finish(self) -> None:
         self.turns.finish()
@@ -396,8 +408,7 @@ class ExploringEndpoint:
         if found is not None:
             target, runs, label = found
             s = ex.step(ADD if atomic else WRITE, target, runs)
-            ex.log(s, f"{'atomic add into' if atomic else 'write'} {label} "
-                      f"(bytes {runs[0][0]}..{runs[-1][1]})")
+            ex.log(s, f"{'atomic add into' if atomic else 'write'} {label}")
         self.real.put(window, index, src, atomic)
 
     def get(self, window, index, dst):
@@ -407,7 +418,7 @@ class ExploringEndpoint:
         if found is not None:
             target, runs, label = found
             s = ex.step(READ, target, runs)
-            ex.log(s, f"read {label} (bytes {runs[0][0]}..{runs[-1][1]})")
+            ex.log(s, f"read {label}")
         ex.access(dst, WRITE, "write")
         self.real.get(window, index, dst)
 
