@@ -114,14 +114,18 @@ def races(steps: list) -> list:
 
 class _Node:
     """One decision along the current path: who could move, who did, which
-    choices are asked for (``wanted``) and which were run (``tried``)."""
+    choices are asked for (``wanted``) and which were run (``tried``); the
+    ranks asleep on entry (``sleep``: rank -> the step it would make) and the
+    step each choice run here made (``done``)."""
 
-    __slots__ = ("enabled", "chosen", "wanted", "tried")
+    __slots__ = ("enabled", "chosen", "wanted", "tried", "sleep", "done")
 
-    def __init__(self, enabled: tuple, chosen: int):
+    def __init__(self, enabled: tuple, chosen: int, sleep: dict):
         self.enabled, self.chosen = enabled, chosen
         self.wanted = {chosen}
         self.tried = {chosen}
+        self.sleep = sleep
+        self.done: dict = {}
 
 
 class Search:
@@ -142,13 +146,32 @@ class Search:
     def record(self, steps: list) -> None:
         """The steps of the run of ``next_prefix()``: extend the path with
         the decisions past the prefix, ask for the reorderings its races
-        call for, and pick the next prefix (depth-first, deepest first)."""
+        call for, and pick the next prefix (depth-first, deepest first).
+
+        Sleep sets: a rank whose step was already explored at a decision
+        sleeps in the branches explored there after it, until a step
+        dependent on its own is made -- before that, running it first gives
+        an order of independent steps already run.  The part of a run past
+        the first step of a sleeping rank adds nothing."""
         self.runs += 1
         n = len(self.prefix)
-        del self.path[n:]
-        for s in steps[n:]:
-            self.path.append(_Node(s.enabled, s.actor))
-        for j, i in races(steps):
+        start = max(n - 1, 0)
+        del self.path[start + 1 if n else 0:]
+        end, sleep = len(steps), {}
+        for d in range(start, len(steps)):
+            s = steps[d]
+            if d == len(self.path):
+                self.path.append(_Node(s.enabled, s.actor, sleep))
+            node = self.path[d]
+            if d >= n and s.actor in node.sleep:      # an order already covered
+                del self.path[d:]
+                end = d
+                break
+            node.done[s.actor] = s
+            asleep = dict(node.sleep)
+            asleep.update((q, t) for q, t in node.done.items() if q != s.actor)
+            sleep = {q: t for q, t in asleep.items() if not dependent(t, s)}
+        for j, i in races(steps[:end]):
             node, who = self.path[j], steps[i].actor
             node.wanted |= {who} if who in node.enabled else set(node.enabled)
         self.prefix = self._next()
@@ -158,6 +181,8 @@ class Search:
             node = self.path[k]
             for p in sorted(node.wanted - node.tried):
                 node.tried.add(p)
+                if p in node.sleep:
+                    continue
                 choices = [x.chosen for x in self.path[:k]] + [p]
                 enabled = [x.enabled for x in self.path[:k]] + [node.enabled]
                 if preemptions(choices, enabled) > self.bound:
