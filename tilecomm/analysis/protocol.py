@@ -25,6 +25,7 @@ import itertools
 from typing import NamedTuple
 
 from ..ir import nodes as N
+from ..ir import walk
 from ..ir.effects import Effect
 from ..ir.enums import AtomicType, NotifyOp, WaitCmp
 from ..ir.kinds import HOST, SUBWORKER
@@ -268,7 +269,7 @@ class ProtocolRun:
     def dynamic_loop(self, s, frame):
         """Run the body once with everything it rebinds unknown: its events may
         happen any number of times."""
-        for name in _assigned(s.body) | {s.var} | set(s.carried):
+        for name in walk.assigned(s.body) | {s.var} | set(s.carried):
             frame.env[name] = UNKNOWN
         if isinstance(s, N.While):
             self.expr(s.cond, frame)
@@ -277,7 +278,7 @@ class ProtocolRun:
             self.block(s.body, frame)
         finally:
             self.certain = was
-        for name in _assigned(s.body):
+        for name in walk.assigned(s.body):
             frame.env[name] = UNKNOWN
         self._forget_carried(s, frame)
 
@@ -578,24 +579,6 @@ def _sub_window(w, items):
            for it, d in inner if it is not None):
         base = None
     return Window(w.buf, base, tuple(shape), w.itemsize)
-
-
-def _assigned(body) -> set:
-    out = set()
-    for s in body:
-        if isinstance(s, N.Assign):
-            out.update(s.targets)
-        elif isinstance(s, N.For):
-            out.add(s.var)
-            out.update(s.carried)
-            out.update(s.yield_targets)
-            out |= _assigned(s.body)
-        elif isinstance(s, N.If):
-            out |= _assigned(s.body) | _assigned(s.orelse)
-        elif isinstance(s, N.Yield):
-            out.update(s.targets)
-            out.update(s.carried)
-    return out
 
 
 def _is_dist(e) -> bool:

@@ -22,21 +22,6 @@ READ, WRITE = "r", "w"
 _LOCAL_WRITE = {Effect.WRITE}
 
 
-def _assigned(body) -> set:
-    out = set()
-    for s, _ in walk.stmts_in_loops(body):
-        if isinstance(s, N.Assign):
-            out.update(s.targets)
-        elif isinstance(s, N.For):
-            out.add(s.var)
-            out.update(s.carried)
-            out.update(s.yield_targets)
-        elif isinstance(s, N.Yield):
-            out.update(s.targets)
-            out.update(s.carried)
-    return out
-
-
 def _portable(exprs, stable: set, subst=None):
     """``exprs`` if each is a constant or a stable captured name (mapped through
     ``subst``), else None."""
@@ -80,7 +65,7 @@ def _region(call, pname, stable, subst):
 
 def body_accesses(fn: N.FunctionIR, subst=None) -> dict:
     """param index -> list of (mode, offsets | None, extents | None)."""
-    stable = {p.name for p in fn.params} - _assigned(fn.body)
+    stable = {p.name for p in fn.params} - walk.assigned(fn.body)
     out: dict = {}
     # names bound to a view of a parameter (v = t[1:2, :]) alias it
     alias: dict = {}

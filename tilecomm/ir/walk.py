@@ -87,6 +87,23 @@ def stmts_in_loops(body, loops=()):
             yield from stmts_in_loops(s.orelse, loops)
 
 
+def assigned(body) -> set:
+    """Every name ``body`` binds, in nested loops and branches too: assignment
+    targets, loop variables, loop-carried values and yield targets."""
+    out = set()
+    for s, _ in stmts_in_loops(body):
+        if isinstance(s, N.Assign):
+            out.update(s.targets)
+        elif isinstance(s, N.For):
+            out.add(s.var)
+            out.update(s.carried)
+            out.update(s.yield_targets)
+        elif isinstance(s, N.Yield):
+            out.update(s.targets)
+            out.update(s.carried)
+    return out
+
+
 def param_index(expr):
     """The parameter index a tensor expression aliases, or None."""
     t = getattr(expr, "type", None)
