@@ -156,3 +156,12 @@ def test_a_rank_that_raises_is_an_error_failure_that_replays():
     assert f.error.rank == 1 and "out of bounds" in str(f.error)
     with pytest.raises(RankFailure, match="out of bounds"):
         f.replay()
+
+
+def test_the_budget_scales_with_the_environment(monkeypatch):
+    _, twin, _, _, _ = PROTOCOLS["round_reset"]
+    monkeypatch.setenv("TILECOMM_EXPLORE_BUDGET", "1e-9")   # what --tilecomm-explore sets
+    res = explore(twin(), *inputs(2), world_size=2, time_budget_s=60)
+    assert res.schedules == 0 and not res.verified
+    monkeypatch.setenv("TILECOMM_EXPLORE_BUDGET", "1")
+    assert explore(twin(), *inputs(2), world_size=2, time_budget_s=60).verified
