@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import RuntimeFault
 from .context import RankContext
+from .tile.site_ops import PlainPaths
 from ..values import WindowView
 
 ARGS_DIR = "args_dump"
@@ -136,7 +137,7 @@ class DumpScope:
         return self.inner.abandon(exc)
 
 
-class DumpingRankContext(RankContext):
+class DumpingRankContext(PlainPaths, RankContext):
     """``RankContext`` of a level-1 run (never built: a run switches the rank's
     context to it and sets ``_dumps``)."""
 

@@ -15,6 +15,7 @@ from .regions import (arr, element_index, fault, index_shape, py_scalar,  # noqa
                       region, region_index, tile_valid)
 from .scalar_ops import ScalarOps, trunc_divide
 from .shape_ops import ShapeOps
+from .site_ops import SiteOps
 from ...values import Tile, WindowView, make_tile, valid_region
 
 
@@ -54,7 +55,7 @@ class ValueOps:
         return out
 
 
-class KernelOps(ValueOps, ScalarOps, MatmulOps, CastOps, ShapeOps):
+class KernelOps(ValueOps, ScalarOps, MatmulOps, CastOps, ShapeOps, SiteOps):
     """Mixin: the numpy implementations of the local ``pl`` ops."""
 
     # -------------------------------------------------------------- load/store
