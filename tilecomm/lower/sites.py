@@ -29,6 +29,13 @@ def _is_none(e) -> bool:
     return e is None or isinstance(e, N.Const) and e.value is None
 
 
+def _whole(load) -> bool:
+    """A load without a valid extent or clamping (those build a new tile)."""
+    clamp = load.args.get("clamp")
+    return _is_none(load.args.get("valid_shape")) and \
+        (clamp is None or isinstance(clamp, N.Const) and not clamp.value)
+
+
 def _is_zero(e) -> bool:
     return isinstance(e, N.Const) and not e.value
 
@@ -87,9 +94,7 @@ class SitePlan:
                     operands = (tile.args["lhs"], tile.args["rhs"])
             if operands and all(pure(a, impl_of) for a in e.args.values()):
                 for o in operands:
-                    if isinstance(o, N.Call) and impl_of(o) in LOADS and \
-                            _is_none(o.args.get("valid_shape")) and \
-                            not (isinstance(o.args.get("clamp"), N.Const) and o.args["clamp"].value):
+                    if isinstance(o, N.Call) and impl_of(o) in LOADS and _whole(o):
                         self.views.add(id(o))
             for a in e.args.values():
                 self.scan(a, impl_of)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import RuntimeFault
 from .context import RankContext
-from .tile.site_ops import PlainPaths
+from .tile.site_ops import plain_paths
 from ..values import WindowView
 
 ARGS_DIR = "args_dump"
@@ -137,7 +137,8 @@ class DumpScope:
         return self.inner.abandon(exc)
 
 
-class DumpingRankContext(PlainPaths, RankContext):
+@plain_paths
+class DumpingRankContext(RankContext):
     """``RankContext`` of a level-1 run (never built: a run switches the rank's
     context to it and sets ``_dumps``)."""
 

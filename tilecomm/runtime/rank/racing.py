@@ -36,7 +36,7 @@ from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, 
 from ...collectives import footprints
 from ...collectives.names import NAMES
 from .context import RankContext
-from .tile.site_ops import PlainPaths
+from .tile.site_ops import plain_paths
 from .deps import Tracker, explicit_ids, inferred_ids
 from .tile.kernel_ops import arr, tile_valid
 from .tile.regions import element_index, region_index
@@ -276,7 +276,8 @@ class RacingScope:
         return self.inner.abandon(exc)
 
 
-class RacingRankContext(PlainPaths, RankContext):
+@plain_paths
+class RacingRankContext(RankContext):
     """``RankContext`` that records for the race check (see the module doc).
     Never built: a run switches the rank's context to a class with this one
     among its bases and sets ``_races`` (a ``RaceLog``)."""

@@ -25,7 +25,7 @@ plain op of the same name does, with less work:
 Anything these paths do not cover (valid extents, mixed dtypes, scalars,
 clamping) goes through the plain op, so semantics stay the plain op's.  The
 recording layers (tracing, race checking, argument dumps) see only plain ops:
-``PlainPaths`` is the first base of every recording class and sends each
+each recording class is decorated with ``plain_paths``, which sends each
 ``*_at`` method to its plain op."""
 from __future__ import annotations
 
@@ -147,9 +147,9 @@ class SiteOps:
 
 
 class PlainPaths:
-    """First base of every recording context class: each call-site method
-    runs the plain op, which the recording layers override, so they see every
-    access with its exact region (and no buffer is reused behind them)."""
+    """The call-site methods of a recording context class: each runs the
+    plain op, which the recording layers override, so they see every access
+    with its exact region (and no buffer is reused behind them)."""
 
     def load_at(self, site, view, *args):
         return self.load(*args)
@@ -166,3 +166,13 @@ class PlainPaths:
     def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
         return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
                           None, 0)
+
+
+def plain_paths(cls: type) -> type:
+    """Class decorator of the recording layers: their call-site methods are
+    ``PlainPaths``'.  Copied into the class rather than inherited, so a
+    combined class keeps its layers right before ``RankContext`` in the MRO."""
+    for name, fn in vars(PlainPaths).items():
+        if name.endswith("_at"):
+            setattr(cls, name, fn)
+    return cls
