@@ -21,7 +21,7 @@ from ..ir.types import ArrayType, Dim, TensorType, is_static
 from ..ops.check import const_value
 from ..ir.kinds import HOST, INCORE, SUBWORKER
 from .dumps import DumpTables
-from .sites import BINARY, LOADS, SitePlan
+from .sites import BINARY, LOADS, SitePlan, scan_function
 from ..runtime.rank.context import RankContext
 
 _CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -46,6 +46,8 @@ class FunctionEmitter:
         # InCore kernels call load / store / elementwise ops per call site
         # (lower/sites.py); other kinds call the plain ops
         self.sites = sites if fn.kind == INCORE and sites is not None else None
+        if self.sites is not None:
+            scan_function(self.sites, fn, self.impl_of)
         self.prog = prog
         self.lines: list[str] = []
         self.linemap: list = []          # parallel to lines: Span or None

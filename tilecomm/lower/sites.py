@@ -117,3 +117,129 @@ def _children(e):
     if isinstance(e, N.FuncCall):
         return e.args
     return ()
+
+
+# ------------------------------------------------------------------ named tiles
+# ``t = pl.load(...)`` may be a view too, where every later reference to ``t``
+# in the whole function lies in a *quiet* stretch of the same block right
+# after it: statements that neither write nor synchronise (pure expressions,
+# loops and branches of such), the stretch's last statement possibly a store
+# of ``t`` itself.  ``t`` is read there only as an operand of a pure op (never
+# copied into another name, indexed, returned or passed to a function), so the
+# view is used up before anything can write its source.
+
+def _walk(e):
+    """Every expression node under ``e`` (``e`` included)."""
+    yield e
+    if isinstance(e, N.Call):
+        for a in e.args.values():
+            if a is not None:
+                yield from _walk(a)
+    else:
+        for c in _children(e):
+            if c is not None:
+                yield from _walk(c)
+
+
+def _stmt_exprs(s):
+    """(expressions, nested blocks) of a statement."""
+    if isinstance(s, N.Assign):
+        return [s.value], []
+    if isinstance(s, N.ExprStmt):
+        return [s.expr], []
+    if isinstance(s, N.If):
+        return [s.cond], [s.body, s.orelse]
+    if isinstance(s, N.For):
+        exprs = [s.start, s.stop, s.step] + list(s.init)
+        if isinstance(s, N.While):
+            exprs.append(s.cond)
+        return [e for e in exprs if e is not None], [s.body]
+    if isinstance(s, N.StoreIndex):
+        return [s.target, s.value], []
+    if isinstance(s, N.Yield):
+        return list(s.values), []
+    if isinstance(s, N.Return):
+        return [s.value] if s.value is not None else [], []
+    if isinstance(s, N.TaskScope):
+        return list(s.call.args) + list(s.deps), []
+    return [], []
+
+
+def _mentions(s, name) -> int:
+    """References to ``name`` in statement ``s`` (reads and bindings)."""
+    exprs, blocks = _stmt_exprs(s)
+    n = sum(1 for e in exprs for x in _walk(e) if isinstance(x, N.Var) and x.name == name)
+    if isinstance(s, N.Assign):
+        n += s.targets.count(name)
+    if isinstance(s, N.For):
+        n += (s.var == name) + s.carried.count(name) + s.yield_targets.count(name)
+    if isinstance(s, N.Yield):
+        n += s.targets.count(name) + s.carried.count(name)
+    return n + sum(_mentions(b, name) for blk in blocks for b in blk)
+
+
+def _reads_only_as_operand(e, name, impl_of) -> bool:
+    """``name`` appears under ``e`` only as a direct argument of pure calls."""
+    if isinstance(e, N.Var):
+        return e.name != name
+    if isinstance(e, N.Call):
+        return all((isinstance(a, N.Var) and impl_of(e) in _PURE) or
+                   _reads_only_as_operand(a, name, impl_of)
+                   for a in e.args.values() if a is not None)
+    return all(_reads_only_as_operand(c, name, impl_of) for c in _children(e) if c is not None)
+
+
+def _quiet(s, name, impl_of) -> bool:
+    if isinstance(s, N.Assign):
+        return pure(s.value, impl_of) and _reads_only_as_operand(s.value, name, impl_of)
+    if isinstance(s, N.ExprStmt):
+        return pure(s.expr, impl_of) and _reads_only_as_operand(s.expr, name, impl_of)
+    if isinstance(s, N.If):
+        return pure(s.cond, impl_of) and _reads_only_as_operand(s.cond, name, impl_of) and \
+            all(_quiet(b, name, impl_of) for b in s.body + s.orelse)
+    if type(s) is N.For:
+        return not s.carried and s.kind == "range" and \
+            all(pure(e, impl_of) and _reads_only_as_operand(e, name, impl_of)
+                for e in (s.start, s.stop, s.step)) and \
+            all(_quiet(b, name, impl_of) for b in s.body)
+    return False
+
+
+def _final_store(s, name, impl_of) -> bool:
+    """``pl.store(name, <pure offsets>, <output>)`` as a statement."""
+    e = s.value if isinstance(s, N.Assign) else s.expr if isinstance(s, N.ExprStmt) else None
+    if not (isinstance(e, N.Call) and impl_of(e) is RankContext.store):
+        return False
+    tile = e.args["tile"]
+    rest = [a for k, a in e.args.items() if k != "tile"]
+    return isinstance(tile, N.Var) and tile.name == name and \
+        all(pure(a, impl_of) and _reads_only_as_operand(a, name, impl_of) for a in rest)
+
+
+def _scan_named(plan: SitePlan, blocks, total: dict, impl_of) -> None:
+    for blk in blocks:
+        for i, s in enumerate(blk):
+            if isinstance(s, N.Assign) and len(s.targets) == 1 and \
+                    isinstance(s.value, N.Call) and impl_of(s.value) in LOADS and \
+                    _whole(s.value):
+                name = s.targets[0]
+                uses = [j for j in range(i + 1, len(blk)) if _mentions(blk[j], name)]
+                last = uses[-1] if uses else i
+                seen = sum(_mentions(b, name) for b in blk[i:last + 1])
+                if seen == total(name) and \
+                        all(_quiet(b, name, impl_of) for b in blk[i + 1:last]) and \
+                        (last == i or _quiet(blk[last], name, impl_of) or
+                         _final_store(blk[last], name, impl_of)):
+                    plan.views.add(id(s.value))
+            _scan_named(plan, _stmt_exprs(s)[1], total, impl_of)
+
+
+def scan_function(plan: SitePlan, fn, impl_of) -> None:
+    """Mark the named loads of ``fn`` that may be views."""
+    counts: dict = {}
+
+    def total(name):
+        if name not in counts:
+            counts[name] = sum(_mentions(s, name) for s in fn.body)
+        return counts[name]
+    _scan_named(plan, [fn.body], total, impl_of)
