@@ -190,9 +190,10 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
         site reuses once nobody holds it."""
         if valid_shape is not None:
             return self.remote_load(target, peer, offsets, shape, valid_shape)
-        h = self._member(target, peer, "pld.tile.remote_load")
+        if type(peer) is not int or not 0 <= peer < target.nranks:
+            peer = self._peer(target, peer, "pld.tile.remote_load")
         local = target.local
-        s = self._site(site)
+        s = self.sites.get(site) or self._new_site(site)
         idx = s.region(local, offsets, shape, "pld.tile.remote_load region")
         if view:
             mapped = target.views[peer]
@@ -202,7 +203,7 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
             if mapped is not False:
                 return mapped[idx].view(Tile)
         t = s.fresh(index_shape(idx), local.dtype)
-        self.transport.get(h, idx, t)
+        self.transport.get(self._member(target, peer, "pld.tile.remote_load"), idx, t)
         return t
 
     def remote_store(self, src, target, peer, offsets, atomic=0):

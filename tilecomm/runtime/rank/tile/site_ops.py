@@ -90,10 +90,8 @@ class SiteOps:
 
     sites: dict
 
-    def _site(self, k: int) -> Site:
-        s = self.sites.get(k)
-        if s is None:
-            s = self.sites[k] = Site()
+    def _new_site(self, k: int) -> Site:
+        s = self.sites[k] = Site()
         return s
 
     def load_at(self, site, view, tensor, offsets, shapes, valid_shape=None,
@@ -101,7 +99,7 @@ class SiteOps:
         if valid_shape is not None or clamp:
             return self.load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
         a = tensor.local if type(tensor) is WindowView else tensor
-        s = self._site(site)
+        s = self.sites.get(site) or self._new_site(site)
         src = a[s.region(a, offsets, shapes, "pl.load region")]
         if view:
             return src.view(Tile)
@@ -115,7 +113,8 @@ class SiteOps:
         a = output_tensor.local if type(output_tensor) is WindowView else output_tensor
         if tile.ndim > a.ndim:
             return self.store(tile, offsets, output_tensor, shapes, atomic)
-        dst = a[self._site(site).region(a, offsets, tile.shape, "pl.store region")]
+        s = self.sites.get(site) or self._new_site(site)
+        dst = a[s.region(a, offsets, tile.shape, "pl.store region")]
         if tile.dtype == dst.dtype:
             np.copyto(dst, tile)
         else:
@@ -125,7 +124,8 @@ class SiteOps:
     def binary_at(self, site, op, lhs, rhs):
         if _plain_array(lhs) and _plain_array(rhs) and lhs.shape == rhs.shape and \
                 lhs.dtype == rhs.dtype:
-            out = self._site(site).fresh(lhs.shape, lhs.dtype)
+            s = self.sites.get(site) or self._new_site(site)
+            out = s.fresh(lhs.shape, lhs.dtype)
             BINARY_UFUNCS[op](lhs, rhs, out=out)
             return out
         return getattr(self, BINARY_NAMES[op])(lhs, rhs)
@@ -138,7 +138,8 @@ class SiteOps:
                 lhs.dtype == rhs.dtype:
             a = output_tensor.local if type(output_tensor) is WindowView else output_tensor
             if lhs.ndim <= a.ndim:
-                dst = a[self._site(site).region(a, offsets, lhs.shape, "pl.store region")]
+                s = self.sites.get(site) or self._new_site(site)
+                dst = a[s.region(a, offsets, lhs.shape, "pl.store region")]
                 if dst.dtype == lhs.dtype:
                     BINARY_UFUNCS[op](lhs, rhs, out=dst)
                     return output_tensor
