@@ -36,6 +36,9 @@ class ValueOps:
 
     def index(self, base, items):
         a = arr(base)
+        if len(items) == 1 and a.ndim == 1 and type(items[0]) is int and \
+                0 <= items[0] < a.shape[0]:
+            return py_scalar(a[items[0]])      # an element of a pl.Array or a vector
         idx = []
         for i, (it, d) in enumerate(zip(items, a.shape)):
             if isinstance(it, slice):
