@@ -259,17 +259,15 @@ class FunctionEmitter:
     def site_call(self, x, impl):
         """The call-site form of a load, store or elementwise op, or None."""
         sites = self.sites
+        sites.scan_once(x, self.impl_of)         # the outermost call of an expression
         if impl in LOADS:
-            sites.scan_once(x, self.impl_of)
             args = ", ".join(self.e(x.args[p]) for p in x.record.runtime_params())
             view = id(x) in sites.views
             return f"_rt.{impl.__name__}_at({sites.next_site()}, {view}, {args})"
         if impl in BINARY:
-            sites.scan_once(x, self.impl_of)
             return (f"_rt.binary_at({sites.next_site()}, {BINARY[impl]}, "
                     f"{self.e(x.args['lhs'])}, {self.e(x.args['rhs'])})")
         if impl is RankContext.store:
-            sites.scan_once(x, self.impl_of)
             tile = x.args["tile"]
             if isinstance(tile, N.Call) and self.impl_of(tile) in BINARY and \
                     id(x) in sites.fusable:

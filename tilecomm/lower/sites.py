@@ -3,7 +3,8 @@
 
 A loaded tile is a value snapshot.  A load may return the source region
 itself only where that cannot be told apart: the load is an operand of an
-elementwise op (or the tile of a ``pl.store``) in the same expression, and
+elementwise op or a cast (both make a new array) or the tile of a
+``pl.store``, in the same expression, and
 every operand of that consumer is *pure* -- names, constants, arithmetic on
 scalars, other loads and elementwise ops on them.  Between the view's making
 and its one use this rank then runs nothing that writes memory or
@@ -20,9 +21,9 @@ from ..runtime.rank.tile.site_ops import BINARY_NAMES
 LOADS = (RankContext.load, RankContext.remote_load)
 BINARY = {getattr(RankContext, n): i for i, n in enumerate(BINARY_NAMES)}
 # ops that neither write memory nor synchronise: they may sit beside a view
-_PURE = set(LOADS) | set(BINARY) | {RankContext.div, RankContext.const, RankContext.smin,
-                                    RankContext.smax, RankContext.rank, RankContext.nranks,
-                                    RankContext.get_comm_ctx}
+_PURE = set(LOADS) | set(BINARY) | {RankContext.cast, RankContext.div, RankContext.const,
+                                    RankContext.smin, RankContext.smax, RankContext.rank,
+                                    RankContext.nranks, RankContext.get_comm_ctx}
 
 
 def _is_none(e) -> bool:
@@ -83,6 +84,8 @@ class SitePlan:
             operands = ()
             if impl in BINARY:
                 operands = (e.args["lhs"], e.args["rhs"])
+            elif impl is RankContext.cast:          # always a new array (astype copies)
+                operands = (e.args["input"],)
             elif impl is RankContext.store and _is_none(e.args["shapes"]) and \
                     _is_zero(e.args["atomic"]):
                 tile = e.args["tile"]
