@@ -12,7 +12,7 @@ import tilecomm.language.distributed as pld
 from programs_prims import config_for
 
 NR = pl.dynamic("NR")
-S = 8
+S = 16384                   # 64 KiB of FP32: site tiles this large are pooled
 ROUNDS = 3
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from math import prod
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from ...transport.base import WaitHooks
 from ...transport.memops import check_atomic
 from .. import control as C
 from .collective_calls import RankCollectives
+from .tile.site_ops import POOL_MIN
 from .tile.kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
 from .taskops import TaskOps
 from ..values import Tile, WindowView, make_tile
@@ -202,7 +204,9 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
                 mapped = target.views[peer] = False if v is None else v
             if mapped is not False:
                 return mapped[idx].view(Tile)
-        t = s.fresh(index_shape(idx), local.dtype)
+        shape = index_shape(idx)
+        t = s.fresh(shape, local.dtype) if local.itemsize * prod(shape) >= POOL_MIN else \
+            np.empty(shape, local.dtype).view(Tile)
         self.transport.get(self._member(target, peer, "pld.tile.remote_load"), idx, t)
         return t
 

@@ -41,6 +41,10 @@ BINARY_NAMES = ("add", "sub", "mul", "maximum", "minimum")
 BINARY_UFUNCS = (np.add, np.subtract, np.multiply, np.maximum, np.minimum)
 
 POOL = 2            # buffers a site keeps: the live result and the one being made
+# below this a fresh array comes from the allocator's free lists, already
+# mapped (glibc serves requests under its 128 KiB mmap threshold from the
+# heap): the pool's bookkeeping would cost more than it saves
+POOL_MIN = 64 * 1024
 
 
 class Site:
@@ -103,6 +107,8 @@ class SiteOps:
         src = a[s.region(a, offsets, shapes, "pl.load region")]
         if view:
             return src.view(Tile)
+        if src.nbytes < POOL_MIN:
+            return src.copy().view(Tile)
         t = s.fresh(src.shape, src.dtype)
         np.copyto(t, src)
         return t
@@ -122,8 +128,10 @@ class SiteOps:
         return output_tensor
 
     def binary_at(self, site, op, lhs, rhs):
-        if _plain_array(lhs) and _plain_array(rhs) and lhs.shape == rhs.shape and \
-                lhs.dtype == rhs.dtype:
+        if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
+                rhs.valid is None and lhs.shape == rhs.shape and lhs.dtype == rhs.dtype:
+            if lhs.nbytes < POOL_MIN:
+                return BINARY_UFUNCS[op](lhs, rhs)       # a Tile: numpy keeps the subclass
             s = self.sites.get(site) or self._new_site(site)
             out = s.fresh(lhs.shape, lhs.dtype)
             BINARY_UFUNCS[op](lhs, rhs, out=out)
