@@ -84,6 +84,9 @@ class Site:
         return t
 
 
+_SCALARS = (int, float)     # a Python scalar operand: numpy's weak promotion keeps the dtype
+
+
 def _plain_array(x) -> bool:
     return type(x) is Tile and x.valid is None
 
@@ -136,6 +139,8 @@ class SiteOps:
             out = s.fresh(lhs.shape, lhs.dtype)
             BINARY_UFUNCS[op](lhs, rhs, out=out)
             return out
+        if type(rhs) in _SCALARS and type(lhs) is Tile and lhs.valid is None:
+            return BINARY_UFUNCS[op](lhs, rhs)           # what the plain op computes
         return getattr(self, BINARY_NAMES[op])(lhs, rhs)
 
     def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
