@@ -107,7 +107,11 @@ class SiteOps:
             return self.load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
         a = tensor.local if type(tensor) is WindowView else tensor
         s = self.sites.get(site) or self._new_site(site)
-        src = a[s.region(a, offsets, shapes, "pl.load region")]
+        key = (a.shape, offsets, shapes)          # Site.region, inline: the hottest path
+        if key != s.key:
+            s.idx = region_index(a, offsets, shapes, "pl.load region")
+            s.key = key
+        src = a[s.idx]
         if view:
             return src.view(Tile)
         if src.nbytes < POOL_MIN:
@@ -117,18 +121,21 @@ class SiteOps:
         return t
 
     def store_at(self, site, tile, offsets, output_tensor, shapes=None, atomic=0):
-        if shapes is not None or atomic or type(tile) is not Tile or tile.valid is not None:
-            return self.store(tile, offsets, output_tensor, shapes, atomic)
-        a = output_tensor.local if type(output_tensor) is WindowView else output_tensor
-        if tile.ndim > a.ndim:
-            return self.store(tile, offsets, output_tensor, shapes, atomic)
-        s = self.sites.get(site) or self._new_site(site)
-        dst = a[s.region(a, offsets, tile.shape, "pl.store region")]
-        if tile.dtype == dst.dtype:
-            np.copyto(dst, tile)
-        else:
-            np.copyto(dst, tile, casting="same_kind")
-        return output_tensor
+        if type(tile) is Tile and tile.valid is None and shapes is None and not atomic:
+            a = output_tensor.local if type(output_tensor) is WindowView else output_tensor
+            s = self.sites.get(site) or self._new_site(site)
+            key = (a.shape, offsets, tile.shape)
+            if key != s.key and tile.ndim <= a.ndim:
+                s.idx = region_index(a, offsets, tile.shape, "pl.store region")
+                s.key = key
+            if key == s.key:
+                dst = a[s.idx]
+                if tile.dtype == dst.dtype:
+                    np.copyto(dst, tile)
+                else:
+                    np.copyto(dst, tile, casting="same_kind")
+                return output_tensor
+        return self.store(tile, offsets, output_tensor, shapes, atomic)
 
     def binary_at(self, site, op, lhs, rhs):
         if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
