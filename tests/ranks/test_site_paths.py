@@ -2,14 +2,17 @@
 loaded tile is a value snapshot even when the source changes afterwards (by
 this rank or by a peer), tiles a loop produces again and again stay
 distinct values, and an elementwise result stored straight into its region
-(also one that reads that region) equals numpy's."""
+(also one that reads that region) equals numpy's; the race check sees the
+accesses of the call-site forms."""
 import numpy as np
 import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 
-from programs_prims import config_for
+from tilecomm.errors import DataRaceError
+
+from programs_prims import config_for, line_of
 
 NR = pl.dynamic("NR")
 S = 16384                   # 64 KiB of FP32: site tiles this large are pooled
@@ -104,3 +107,60 @@ def test_loaded_tiles_are_snapshots_and_site_tiles_stay_distinct(n):
         t = t + xs
         want = want - prev * prev
     np.testing.assert_array_equal(acc, want + t)
+
+
+# ------------------------------------------------------------------ race check
+# rank 0 stages a row into its window and says so; rank 1 pulls it with
+# remote_load (a view where peers are mapped) and adds it to its own input.
+# early=1 says so before the store: the race check, which sees the call-site
+# forms' accesses, must name the store and the pull.
+@pl.jit.incore
+def pull_kernel(x: pl.Tensor[[1, S], pl.FP32], y: pl.Out[pl.Tensor[[1, S], pl.FP32]],
+                data: pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]],
+                sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]],
+                early: pl.Scalar[pl.INT32]):
+    me = pld.rank(pld.get_comm_ctx(data))
+    if me == 0:
+        if early == 1:
+            pld.system.notify(sig, 1, [0, 0], 1, op=pld.NotifyOp.AtomicAdd)
+        pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], data)  # stage
+        if early == 0:
+            pld.system.notify(sig, 1, [0, 0], 1, op=pld.NotifyOp.AtomicAdd)
+    if me == 1:
+        pld.system.wait(sig, [0, 0], 1, cmp=pld.WaitCmp.Ge)
+        y = pl.store(pl.add(pld.tile.remote_load(data, 0, [0, 0], [1, S]),  # pull
+                            pl.load(x, [0, 0], [1, S])), [0, 0], y)
+    return y
+
+
+@pl.jit
+def pull_chip(x: pl.Tensor[[1, S], pl.FP32], y: pl.Out[pl.Tensor[[1, S], pl.FP32]],
+              data: pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]],
+              sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]],
+              early: pl.Scalar[pl.INT32]):
+    return pull_kernel(x, y, data, sig, early)
+
+
+@pl.jit.host
+def pull_main(xs: pl.Tensor[[NR, 1, S], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, S], pl.FP32]],
+              early: pl.Scalar[pl.INT32]):
+    data_buf = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+    sig_buf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        pull_chip(xs[r], ys[r], pld.window(data_buf, [1, S], dtype=pl.FP32),
+                  pld.window(sig_buf, [NR, 1], dtype=pl.INT32), early, device=r)
+    return ys
+
+
+@pytest.mark.parametrize("n", [2])
+def test_the_race_check_sees_call_site_loads_and_stores(n):
+    xs = np.arange(n * S, dtype=np.float32).reshape(n, 1, S) % 13
+    ys = np.zeros((n, 1, S), np.float32)
+    pull_main(xs, ys, 0, config=config_for(n, detect_races=True))      # ordered: clean
+    np.testing.assert_array_equal(ys[1], xs[0] + xs[1])
+    with pytest.raises(DataRaceError) as ei:
+        pull_main(xs, ys, 1, config=config_for(n, detect_races=True))
+    pairs = {frozenset((a.rank, int(a.line.rsplit(":", 1)[1])) for a in (r.first, r.second))
+             for r in ei.value.races}
+    assert frozenset({(0, line_of(pull_kernel, "stage")),
+                      (1, line_of(pull_kernel, "pull"))}) in pairs, ei.value

@@ -41,7 +41,7 @@ from .deps import Tracker, explicit_ids, inferred_ids
 from .tile.kernel_ops import arr, tile_valid
 from .tile.regions import element_index, region_index
 from .tracing import SourceLines
-from ..values import WindowView
+from ..values import Tile, WindowView
 
 
 # events a rank keeps in memory before it appends them to its log file
@@ -307,6 +307,41 @@ class RacingRankContext(RankContext):
         ext = src.shape if src.ndim <= a.ndim else src.shape[-a.ndim:]
         self._races.local(self, a[region_index(a, offsets, ext, "pl.store region")],
                           ATOMIC if atomic else WRITE, "pl.store")
+        return out
+
+    # ------------------------------------------------------------ call sites
+    # The call-site forms (tile/site_ops.py) where their fast path applies,
+    # with the plain ops' records: a checked run keeps the views and the
+    # reused tiles, so checking costs what recording costs.  Elsewhere, and
+    # for a stored elementwise result, the plain op (plain_paths).
+    binary_at = RankContext.binary_at             # local arithmetic: nothing to record
+
+    def load_at(self, site, view, tensor, offsets, shapes, valid_shape=None,
+                target_memory=None, clamp=False):
+        if valid_shape is not None or clamp:
+            return self.load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
+        out = super().load_at(site, view, tensor, offsets, shapes)
+        a = arr(tensor)
+        self._races.local(self, a[region_index(a, offsets, shapes, "pl.load region")], READ,
+                          "pl.load")
+        return out
+
+    def store_at(self, site, tile, offsets, output_tensor, shapes=None, atomic=0):
+        a = arr(output_tensor)
+        if type(tile) is not Tile or tile.valid is not None or shapes is not None or atomic \
+                or tile.ndim > a.ndim:
+            return self.store(tile, offsets, output_tensor, shapes, atomic)
+        out = super().store_at(site, tile, offsets, output_tensor)
+        self._races.local(self, a[region_index(a, offsets, tile.shape, "pl.store region")],
+                          WRITE, "pl.store")
+        return out
+
+    def remote_load_at(self, site, view, target, peer, offsets, shape, valid_shape=None):
+        if valid_shape is not None:
+            return self.remote_load(target, peer, offsets, shape, valid_shape)
+        out = super().remote_load_at(site, view, target, peer, offsets, shape)
+        idx = region_index(target.local, offsets, shape, "pld.tile.remote_load region")
+        self._races.remote(self, target, peer, idx, READ, "pld.tile.remote_load")
         return out
 
     def read(self, src, offset):

@@ -190,10 +190,10 @@ class PlainPaths:
 
 
 def plain_paths(cls: type) -> type:
-    """Class decorator of the recording layers: their call-site methods are
-    ``PlainPaths``'.  Copied into the class rather than inherited, so a
+    """Class decorator of the recording layers: the call-site methods they do
+    not define themselves are ``PlainPaths``'.  Copied into the class rather than inherited, so a
     combined class keeps its layers right before ``RankContext`` in the MRO."""
     for name, fn in vars(PlainPaths).items():
-        if name.endswith("_at"):
+        if name.endswith("_at") and name not in vars(cls):      # a layer's own form stays
             setattr(cls, name, fn)
     return cls
