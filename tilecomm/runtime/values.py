@@ -50,7 +50,7 @@ class WindowView:
     key under which the transport reaches the same bytes in a peer's copy."""
 
     __slots__ = ("buffer", "shape", "dtype", "local", "rank", "nranks", "strides", "key",
-                 "cells", "peers", "plans")
+                 "cells", "peers", "views", "plans")
 
     def __init__(self, buffer: WindowBuffer, shape, dtype, local: np.ndarray, rank: int):
         self.buffer = buffer
@@ -67,6 +67,9 @@ class WindowView:
         self.cells: dict = {}
         # the transport's handle of each member's copy, on first use
         self.peers: list = [None] * self.nranks
+        # each member's copy as an array where the transport maps it (False
+        # where it does not), on first use by a call-site remote_load
+        self.views: list = [None] * self.nranks
         # what a collective resolved once for this view (cells, peer pieces)
         self.plans: dict = {}
 

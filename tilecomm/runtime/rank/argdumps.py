@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import RuntimeFault
 from .context import RankContext
+from .tile.site_ops import plain_paths
 from ..values import WindowView
 
 ARGS_DIR = "args_dump"
@@ -136,6 +137,7 @@ class DumpScope:
         return self.inner.abandon(exc)
 
 
+@plain_paths
 class DumpingRankContext(RankContext):
     """``RankContext`` of a level-1 run (never built: a run switches the rank's
     context to it and sets ``_dumps``)."""

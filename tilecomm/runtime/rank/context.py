@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from math import prod
 
 import numpy as np
 
@@ -16,9 +17,10 @@ from ...transport.base import WaitHooks
 from ...transport.memops import check_atomic
 from .. import control as C
 from .collective_calls import RankCollectives
+from .tile.site_ops import POOL_MIN
 from .tile.kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
 from .taskops import TaskOps
-from ..values import WindowView, make_tile
+from ..values import Tile, WindowView, make_tile
 
 
 class RankAborted(BaseException):
@@ -69,6 +71,7 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
         if world > (os.cpu_count() or 1):
             self.spin = min(self.spin, 50)
         self.func_id = 0
+        self.sites: dict = {}            # call site -> tile.site_ops.Site
         if transport is not None:
             # bound once: the notify / satisfied-wait path is one dict lookup
             # plus one of these calls
@@ -186,6 +189,31 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
             dst = dst.reshape(index_shape(idx))
         self.transport.get(h, idx, dst)
         return make_tile(t, valid)
+
+    def remote_load_at(self, site, view, target, peer, offsets, shape, valid_shape=None):
+        """``remote_load`` at a call site (``tile/site_ops.py``): the region's
+        check once per site, the peer's memory itself where the lowering proved
+        a view safe and the transport maps it, else a copy into a tile the
+        site reuses once nobody holds it."""
+        if valid_shape is not None:
+            return self.remote_load(target, peer, offsets, shape, valid_shape)
+        if type(peer) is not int or not 0 <= peer < target.nranks:
+            peer = self._peer(target, peer, "pld.tile.remote_load")
+        local = target.local
+        s = self.sites.get(site) or self._new_site(site)
+        idx = s.region(local, offsets, shape, "pld.tile.remote_load region")
+        if view:
+            mapped = target.views[peer]
+            if mapped is None:           # first use: False where peers are not mapped
+                v = self.transport.peer_view(target.key, peer)
+                mapped = target.views[peer] = False if v is None else v
+            if mapped is not False:
+                return mapped[idx].view(Tile)
+        shape = index_shape(idx)
+        t = s.fresh(shape, local.dtype) if local.itemsize * prod(shape) >= POOL_MIN else \
+            np.empty(shape, local.dtype).view(Tile)
+        self.transport.get(self._member(target, peer, "pld.tile.remote_load"), idx, t)
+        return t
 
     def remote_store(self, src, target, peer, offsets, atomic=0):
         h = self._member(target, peer, "remote_store")

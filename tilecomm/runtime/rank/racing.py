@@ -36,12 +36,13 @@ from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, 
 from ...collectives import footprints
 from ...collectives.names import NAMES
 from .context import RankContext
+from .tile.site_ops import plain_paths
 from .deps import Tracker, explicit_ids, inferred_ids
 from .tile.kernel_ops import arr, tile_valid
 from .tile.regions import region_index
 from .touched import assigned, clip, element, loaded, stored
 from .tracing import SourceLines
-from ..values import WindowView
+from ..values import Tile, WindowView
 
 
 # events a rank keeps in memory before it appends them to its log file
@@ -271,6 +272,7 @@ class RacingScope:
         return self.inner.abandon(exc)
 
 
+@plain_paths
 class RacingRankContext(RankContext):
     """``RankContext`` that records for the race check (see the module doc).
     Never built: a run switches the rank's context to a class with this one
@@ -292,6 +294,41 @@ class RacingRankContext(RankContext):
         out = super().store(tile, offsets, output_tensor, shapes, atomic)
         self._races.local(self, stored(tile, offsets, output_tensor, shapes),
                           ATOMIC if atomic else WRITE, "pl.store")
+        return out
+
+    # ------------------------------------------------------------ call sites
+    # The call-site forms (tile/site_ops.py) where their fast path applies,
+    # with the plain ops' records: a checked run keeps the views and the
+    # reused tiles, so checking costs what recording costs.  Elsewhere, and
+    # for a stored elementwise result, the plain op (plain_paths).
+    binary_at = RankContext.binary_at             # local arithmetic: nothing to record
+
+    def load_at(self, site, view, tensor, offsets, shapes, valid_shape=None,
+                target_memory=None, clamp=False):
+        if valid_shape is not None or clamp:
+            return self.load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
+        out = super().load_at(site, view, tensor, offsets, shapes)
+        a = arr(tensor)
+        self._races.local(self, a[region_index(a, offsets, shapes, "pl.load region")], READ,
+                          "pl.load")
+        return out
+
+    def store_at(self, site, tile, offsets, output_tensor, shapes=None, atomic=0):
+        a = arr(output_tensor)
+        if type(tile) is not Tile or tile.valid is not None or shapes is not None or atomic \
+                or tile.ndim > a.ndim:
+            return self.store(tile, offsets, output_tensor, shapes, atomic)
+        out = super().store_at(site, tile, offsets, output_tensor)
+        self._races.local(self, a[region_index(a, offsets, tile.shape, "pl.store region")],
+                          WRITE, "pl.store")
+        return out
+
+    def remote_load_at(self, site, view, target, peer, offsets, shape, valid_shape=None):
+        if valid_shape is not None:
+            return self.remote_load(target, peer, offsets, shape, valid_shape)
+        out = super().remote_load_at(site, view, target, peer, offsets, shape)
+        idx = region_index(target.local, offsets, shape, "pld.tile.remote_load region")
+        self._races.remote(self, target, peer, idx, READ, "pld.tile.remote_load")
         return out
 
     def read(self, src, offset):

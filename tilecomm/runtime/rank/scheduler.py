@@ -405,6 +405,7 @@ class Scheduler:
         self.agents.append(agent)
         group.append(agent)
         ctx = copy.copy(self.rc)
+        ctx.sites = {}                   # a site's reused tiles are its thread's own
         ctx.agent = agent
         ctx.sched = self
         self.contexts.append(ctx)

@@ -32,6 +32,7 @@ from ...transport.base import NOTIFY_ADD
 from ...waits import CMP_NAMES
 from .deps import Tracker, explicit_ids, inferred_ids
 from .context import RankContext
+from .tile.site_ops import plain_paths
 
 now = time.perf_counter_ns          # CLOCK_MONOTONIC: one clock for every rank process
 
@@ -338,6 +339,7 @@ def _collective(*a, **k):
     return {}
 
 
+@plain_paths
 class TracingRankContext(RankContext):
     """``RankContext`` that records (see the module docstring).  Instances are
     never built: a run switches the rank's context to this class and sets

@@ -13,6 +13,8 @@ integer -> integer wraps.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ...values import Tile, make_tile
@@ -99,13 +101,20 @@ def _to_int(x64: np.ndarray, dt: np.dtype, code: int) -> np.ndarray:
     return r.astype(dt)
 
 
+@lru_cache(maxsize=256)
+def astype_exact(src: np.dtype, dt: np.dtype, mode) -> bool:
+    """Whether ``astype`` alone converts ``src`` to ``dt`` in ``mode``: a
+    widening conversion (every value of src is one of dt's) is exact in any
+    mode, and round-to-nearest-even into a float dtype is astype's own
+    rounding.  Both skip the neighbour search, which costs 30-250x astype."""
+    return bool(np.can_cast(src, dt, "safe")) or \
+        (mode_code(mode) in (NONE, RINT) and _is_float(dt))
+
+
 def convert(x: np.ndarray, dt: np.dtype, mode) -> np.ndarray:
     """``x`` as ``dt`` with the rounding ``mode``."""
     code = mode_code(mode)
-    # a widening conversion (every value of x's dtype is one of dt's) is exact in
-    # any mode, and round-to-nearest-even into a float dtype is astype's own
-    # rounding: both skip the neighbour search, which costs 30-250x astype
-    if np.can_cast(x.dtype, dt, "safe") or (code in (NONE, RINT) and _is_float(dt)):
+    if astype_exact(x.dtype, dt, mode):
         return x.astype(dt)
     src_float = _is_float(x.dtype)
     if _is_float(dt):
@@ -121,8 +130,10 @@ class CastOps:
     """Mixin of ``KernelOps``."""
 
     def cast(self, input, target_type, mode="round"):
-        x = getattr(input, "local", input)
         npdt = target_type.np_dtype
+        if type(input) is Tile and input.valid is None and astype_exact(input.dtype, npdt, mode):
+            return input.astype(npdt, order="C")   # a Tile (astype keeps the subclass)
+        x = getattr(input, "local", input)
         if not isinstance(x, np.ndarray):
             out = convert(np.asarray(x, dtype=np.float64 if isinstance(x, float) else np.int64),
                           npdt, mode)

@@ -15,6 +15,7 @@ from .regions import (arr, element_index, fault, index_shape, py_scalar,  # noqa
                       region, region_index, tile_valid)
 from .scalar_ops import ScalarOps, trunc_divide
 from .shape_ops import ShapeOps
+from .site_ops import SiteOps
 from ...values import Tile, WindowView, make_tile, valid_region
 
 
@@ -35,6 +36,9 @@ class ValueOps:
 
     def index(self, base, items):
         a = arr(base)
+        if len(items) == 1 and a.ndim == 1 and type(items[0]) is int and \
+                0 <= items[0] < a.shape[0]:
+            return py_scalar(a[items[0]])      # an element of a pl.Array or a vector
         idx = []
         for i, (it, d) in enumerate(zip(items, a.shape)):
             if isinstance(it, slice):
@@ -54,7 +58,7 @@ class ValueOps:
         return out
 
 
-class KernelOps(ValueOps, ScalarOps, MatmulOps, CastOps, ShapeOps):
+class KernelOps(ValueOps, ScalarOps, MatmulOps, CastOps, ShapeOps, SiteOps):
     """Mixin: the numpy implementations of the local ``pl`` ops."""
 
     # -------------------------------------------------------------- load/store

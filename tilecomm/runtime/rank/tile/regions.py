@@ -23,6 +23,15 @@ def region_index(a: np.ndarray, offsets, extents, what: str) -> tuple:
     inside ``a``.  A shorter ``extents`` applies to the innermost dims (leading
     extents 1)."""
     nd = a.ndim
+    if len(offsets) == nd and len(extents) == nd:
+        # the common case first: in-bounds Python ints, no leading extents
+        idx = []
+        for o, e, d in zip(offsets, extents, a.shape):
+            if type(o) is not int or type(e) is not int or o < 0 or e < 0 or o + e > d:
+                break
+            idx.append(slice(o, o + e))
+        else:
+            return tuple(idx)
     if len(offsets) != nd:
         raise fault(f"{what}: {len(offsets)} offsets for a rank-{nd} tensor", code="TC503")
     ext = (1,) * (nd - len(extents)) + tuple(extents)
@@ -46,6 +55,14 @@ def index_shape(idx: tuple) -> tuple:
 
 
 def element_index(a: np.ndarray, offset, what: str) -> tuple:
+    if type(offset) is tuple and len(offset) == a.ndim:
+        # the common case first: in-bounds Python ints (kernels read and write
+        # single elements in their inner loops)
+        for o, d in zip(offset, a.shape):
+            if type(o) is not int or not 0 <= o < d:
+                break
+        else:
+            return offset
     if isinstance(offset, (int, np.integer)):
         n = int(offset)
         if not 0 <= n < a.size:

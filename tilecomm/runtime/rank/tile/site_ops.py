@@ -1,0 +1,199 @@
+"""The kernel data path per call site: what the lowering emits instead of the
+plain tile ops where an InCore kernel calls them.
+
+Each ``*_at`` method takes the call site's number first and does what the
+plain op of the same name does, with less work:
+
+* **checks once per site.**  A site remembers the last (shape, offsets,
+  extents) it bounds-checked and the slices that came out; a loop that
+  touches the same region again pays one tuple comparison.
+* **views where the lowering proved them safe** (``view`` true): a load
+  whose only use is an operand of the very next elementwise op or store of
+  the same expression, with nothing that writes or synchronises evaluated in
+  between, returns the region itself instead of a copy.  A loaded tile is a
+  value snapshot; a view shows the same values because no write of this
+  rank can happen before its one use, and a peer's write could only be
+  ordered after the load through a notify of this rank, which cannot come
+  before that use either.
+* **no fresh pages**: a tile the site produced before and that nobody holds
+  any more (its reference count says only the site's pool holds it) is
+  written again instead of allocating a new one.  A fresh large array costs
+  a page fault per 4 KiB on first touch -- far more than the arithmetic.
+* **one pass for a stored result**: ``pl.store(pl.add(a, b), ...)`` adds
+  straight into the stored region.
+
+Anything these paths do not cover (valid extents, mixed dtypes, scalars,
+clamping) goes through the plain op, so semantics stay the plain op's.  The
+recording layers (tracing, race checking, argument dumps) see only plain ops:
+each recording class is decorated with ``plain_paths``, which sends each
+``*_at`` method to its plain op."""
+from __future__ import annotations
+
+from sys import getrefcount
+
+import numpy as np
+
+from .regions import region_index
+from ...values import Tile, WindowView
+
+# the elementwise ops with a call-site path, by the index the lowering emits
+BINARY_NAMES = ("add", "sub", "mul", "maximum", "minimum")
+BINARY_UFUNCS = (np.add, np.subtract, np.multiply, np.maximum, np.minimum)
+
+POOL = 2            # buffers a site keeps: the live result and the one being made
+# below this a fresh array comes from the allocator's free lists, already
+# mapped (glibc serves requests under its 128 KiB mmap threshold from the
+# heap): the pool's bookkeeping would cost more than it saves
+POOL_MIN = 64 * 1024
+
+
+class Site:
+    """What one call site remembers between its executions (per rank
+    thread: each thread's context has its own sites)."""
+
+    __slots__ = ("key", "idx", "pool")
+
+    def __init__(self):
+        self.key = None         # (array shape, offsets, extents) last checked
+        self.idx = None         # the slices that check produced
+        self.pool = []          # tiles this site produced (reused once unreferenced)
+
+    def region(self, a: np.ndarray, offsets, extents, what: str) -> tuple:
+        key = (a.shape, offsets, extents)
+        if key != self.key:
+            self.idx = region_index(a, offsets, extents, what)
+            self.key = key
+        return self.idx
+
+    def fresh(self, shape: tuple, dtype) -> Tile:
+        """A tile of ``shape`` / ``dtype`` nobody else references."""
+        pool = self.pool
+        for i in range(len(pool)):
+            # 2: the pool's reference and getrefcount's argument -- no name,
+            # no view (a view's base is the tile) and no container holds it
+            if getrefcount(pool[i]) == 2:
+                t = pool[i]
+                if t.shape == shape and t.dtype == dtype:
+                    t.valid = None
+                    return t
+                del pool[i]
+                break
+        t = np.empty(shape, dtype).view(Tile)
+        if len(pool) < POOL:
+            pool.append(t)
+        return t
+
+
+_SCALARS = (int, float)     # a Python scalar operand: numpy's weak promotion keeps the dtype
+
+
+def _plain_array(x) -> bool:
+    return type(x) is Tile and x.valid is None
+
+
+class SiteOps:
+    """Mixin of ``KernelOps``: the call-site forms of load, store and the
+    elementwise ops (see the module docstring)."""
+
+    sites: dict
+
+    def _new_site(self, k: int) -> Site:
+        s = self.sites[k] = Site()
+        return s
+
+    def load_at(self, site, view, tensor, offsets, shapes, valid_shape=None,
+                target_memory=None, clamp=False):
+        if valid_shape is not None or clamp:
+            return self.load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
+        a = tensor.local if type(tensor) is WindowView else tensor
+        s = self.sites.get(site) or self._new_site(site)
+        key = (a.shape, offsets, shapes)          # Site.region, inline: the hottest path
+        if key != s.key:
+            s.idx = region_index(a, offsets, shapes, "pl.load region")
+            s.key = key
+        src = a[s.idx]
+        if view:
+            return src.view(Tile)
+        if src.nbytes < POOL_MIN:
+            return src.copy().view(Tile)
+        t = s.fresh(src.shape, src.dtype)
+        np.copyto(t, src)
+        return t
+
+    def store_at(self, site, tile, offsets, output_tensor, shapes=None, atomic=0):
+        if type(tile) is Tile and tile.valid is None and shapes is None and not atomic:
+            a = output_tensor.local if type(output_tensor) is WindowView else output_tensor
+            s = self.sites.get(site) or self._new_site(site)
+            key = (a.shape, offsets, tile.shape)
+            if key != s.key and tile.ndim <= a.ndim:
+                s.idx = region_index(a, offsets, tile.shape, "pl.store region")
+                s.key = key
+            if key == s.key:
+                dst = a[s.idx]
+                if tile.dtype == dst.dtype:
+                    np.copyto(dst, tile)
+                else:
+                    np.copyto(dst, tile, casting="same_kind")
+                return output_tensor
+        return self.store(tile, offsets, output_tensor, shapes, atomic)
+
+    def binary_at(self, site, op, lhs, rhs):
+        if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
+                rhs.valid is None and lhs.shape == rhs.shape and lhs.dtype == rhs.dtype:
+            if lhs.nbytes < POOL_MIN:
+                return BINARY_UFUNCS[op](lhs, rhs)       # a Tile: numpy keeps the subclass
+            s = self.sites.get(site) or self._new_site(site)
+            out = s.fresh(lhs.shape, lhs.dtype)
+            BINARY_UFUNCS[op](lhs, rhs, out=out)
+            return out
+        if type(rhs) in _SCALARS and type(lhs) is Tile and lhs.valid is None:
+            return BINARY_UFUNCS[op](lhs, rhs)           # what the plain op computes
+        return getattr(self, BINARY_NAMES[op])(lhs, rhs)
+
+    def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
+        """``pl.store(<op>(lhs, rhs), offsets, output_tensor)``: the result
+        written once, into the stored region (numpy's ufuncs give the same
+        values when an operand overlaps the output)."""
+        if _plain_array(lhs) and _plain_array(rhs) and lhs.shape == rhs.shape and \
+                lhs.dtype == rhs.dtype:
+            a = output_tensor.local if type(output_tensor) is WindowView else output_tensor
+            if lhs.ndim <= a.ndim:
+                s = self.sites.get(site) or self._new_site(site)
+                dst = a[s.region(a, offsets, lhs.shape, "pl.store region")]
+                if dst.dtype == lhs.dtype:
+                    BINARY_UFUNCS[op](lhs, rhs, out=dst)
+                    return output_tensor
+        return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
+                          None, 0)
+
+
+class PlainPaths:
+    """The call-site methods of a recording context class: each runs the
+    plain op, which the recording layers override, so they see every access
+    with its exact region (and no buffer is reused behind them)."""
+
+    def load_at(self, site, view, *args):
+        return self.load(*args)
+
+    def remote_load_at(self, site, view, *args):
+        return self.remote_load(*args)
+
+    def store_at(self, site, *args):
+        return self.store(*args)
+
+    def binary_at(self, site, op, lhs, rhs):
+        return getattr(self, BINARY_NAMES[op])(lhs, rhs)
+
+    def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
+        return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
+                          None, 0)
+
+
+def plain_paths(cls: type) -> type:
+    """Class decorator of the recording layers: the call-site methods they do
+    not define themselves are ``PlainPaths``'.  Copied into the class rather than inherited, so a
+    combined class keeps its layers right before ``RankContext`` in the MRO."""
+    for name, fn in vars(PlainPaths).items():
+        if name.endswith("_at") and name not in vars(cls):      # a layer's own form stays
+            setattr(cls, name, fn)
+    return cls
