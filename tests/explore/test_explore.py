@@ -45,6 +45,8 @@ def test_the_bug_is_found_and_its_schedule_replays(name):
     assert {int(r) for r, _, _ in steps} <= set(range(n))
     assert all(path.endswith("programs_explore.py") for _, path, _ in steps)
     assert decode(f.schedule) == (n, tuple(s.actor for s in f.steps))
+    if kind == "race":      # the racing read is a step of its own, where the program made it
+        assert any(": pl.load wbuf[0:1, 0:8] on rank 1  at" in s.text for s in f.steps), f.report
     # the same failure every time
     for _ in range(3):
         with pytest.raises(type(f.error)) as again:

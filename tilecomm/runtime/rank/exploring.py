@@ -46,6 +46,7 @@ from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
 from ..control import SLOT, TURN_RANK_SLOTS, TURN_SLOTS
 from ..values import WindowView
 from .context import RankContext
+from .tile.site_ops import plain_paths
 from .touched import assigned, element, loaded, stored
 from .tracing import SourceLines
 
@@ -423,6 +424,7 @@ class ExploringEndpoint:
         self.real.get(window, index, dst)
 
 
+@plain_paths        # call-site ops take the plain ones: every access is a step
 class ExploringRankContext(RankContext):
     """``RankContext`` of an explored run (see the module doc): local window
     accesses and dispatch progress; the transport (an ``ExploringEndpoint``)
