@@ -34,6 +34,11 @@ __all__ = ["Copies", "ShmEndpoint", "ShmHost", "sleep_wait"]
 LINE = 64                        # bytes per rank in the sleepers segment
 COPY_ALIGN = 128                 # a copy's stride: whole pairs of lines (adjacent-line prefetch)
 PAGE = 4096
+# A window segment this small is mapped with its pages present: a rank that
+# signals each of n peers touches a page of each copy, and n page faults per
+# rank cost more than one populating mmap (which commits the whole segment,
+# hence the bound; larger windows fault in the pages they use).
+POPULATE_UP_TO = 8 << 20
 SPIN_WINDOW_NS = 200_000         # bound of the spin + yield phase of try_wait
 SLICE_NS = 20_000_000            # a blocked wait calls hooks.check this often
 
@@ -167,7 +172,7 @@ class ShmEndpoint(Endpoint):
             with self._attach_lock:      # tasks of one rank may race to map it
                 seg = self._segments.get(name)
                 if seg is None:
-                    seg = self._segments[name] = Segment.attach(name)
+                    seg = self._segments[name] = Segment.attach(name, POPULATE_UP_TO)
         return seg
 
     def _view(self, key: WindowKey, member: int) -> np.ndarray:
