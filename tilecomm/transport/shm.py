@@ -34,10 +34,11 @@ __all__ = ["Copies", "ShmEndpoint", "ShmHost", "sleep_wait"]
 LINE = 64                        # bytes per rank in the sleepers segment
 COPY_ALIGN = 128                 # a copy's stride: whole pairs of lines (adjacent-line prefetch)
 PAGE = 4096
-# A window segment this small is mapped with its pages present: a rank that
-# signals each of n peers touches a page of each copy, and n page faults per
-# rank cost more than one populating mmap (which commits the whole segment,
-# hence the bound; larger windows fault in the pages they use).
+# A window of many small copies is mapped with its pages present: a rank that
+# signals or reads each of n peers touches a page of each copy, and n page
+# faults per rank cost more than one populating mmap.  Populating commits the
+# whole segment, hence the bound; windows of larger copies fault in the pages
+# a rank uses (which then hold more of the data it moves).
 POPULATE_UP_TO = 8 << 20
 SPIN_WINDOW_NS = 200_000         # bound of the spin + yield phase of try_wait
 SLICE_NS = 20_000_000            # a blocked wait calls hooks.check this often
@@ -166,13 +167,15 @@ class ShmEndpoint(Endpoint):
         self._views: dict = {}
         self._attach_lock = threading.Lock()
 
-    def _segment(self, name: str) -> Segment:
-        seg = self._segments.get(name)
+    def _segment(self, copies: Copies) -> Segment:
+        seg = self._segments.get(copies.name)
         if seg is None:
             with self._attach_lock:      # tasks of one rank may race to map it
-                seg = self._segments.get(name)
+                seg = self._segments.get(copies.name)
                 if seg is None:
-                    seg = self._segments[name] = Segment.attach(name, POPULATE_UP_TO)
+                    small = copies.stride <= PAGE
+                    seg = self._segments[copies.name] = Segment.attach(
+                        copies.name, POPULATE_UP_TO if small else 0)
         return seg
 
     def _view(self, key: WindowKey, member: int) -> np.ndarray:
@@ -184,7 +187,7 @@ class ShmEndpoint(Endpoint):
         at = (copies, key.shape, key.dtype)
         every = self._views.get(at)
         if every is None:
-            every = self._views[at] = self._segment(copies.name).ndarray(
+            every = self._views[at] = self._segment(copies).ndarray(
                 key.dtype, (copies.count, *key.shape), 0,
                 (copies.stride, *_c_strides(key.shape, key.dtype.itemsize)))
         return every[member, ...]           # a view even of a 0-d window
@@ -200,8 +203,8 @@ class ShmEndpoint(Endpoint):
         np.copyto(dst, window[index] if index else window)
 
     def cell(self, key, member, byte_offset):
-        name, base = key.segments[member]
-        return (self._segment(name).addr + base + byte_offset,
+        copies = key.segments
+        return (self._segment(copies).addr + copies[member][1] + byte_offset,
                 self._sleepers_of(key.devices[member]))
 
     def signal(self, cell, op, value):
