@@ -14,9 +14,9 @@ RSS; each rank's peak RSS (from the rusage ``wait4`` returns when the caller
 reaps it), the largest and the sum -- an upper bound, as RSS counts in every
 rank the pages it still shares with the caller after the fork; and the
 peak of the ranks' summed PSS (shared pages divided among their sharers, so
-the sum is what they really hold), sampled once a second (``--sample-s``;
-a sample reads every rank's /proc/<pid>/smaps_rollup, a few per cent of a
-core at 1024 ranks).
+the sum is what they really hold), sampled every ``--sample-s`` seconds or
+ten times as long as a sample takes (a sample reads every rank's
+/proc/<pid>/smaps_rollup), so sampling costs at most a tenth of a core.
 
 Anchor (same run): forking N bare processes from a Python process of the
 caller's size and reaping them -- the floor of any design with one process
@@ -69,10 +69,13 @@ def pss_kb(pid):
         pass
     return 0
 def sample(period, stop):
-    while not stop.wait(period):
+    pause = period
+    while not stop.wait(pause):
+        t = time.perf_counter()
         ranks = sum(pss_kb(p) for p in list(pids))
         pss["ranks"] = max(pss["ranks"], ranks)
         pss["all"] = max(pss["all"], ranks + pss_kb("self"))
+        pause = max(period, 10 * (time.perf_counter() - t))   # at most a tenth of a core
 stop = threading.Event()
 period = float(sys.argv[3])
 if period > 0:
@@ -165,7 +168,7 @@ def main(argv=None):
     ap.add_argument("--ranks", default=None,
                     help="comma-separated rank counts (default 64,256,512,1024)")
     ap.add_argument("--repeats", type=int, default=1, help="runs per rank count")
-    ap.add_argument("--sample-s", type=float, default=1.0,
+    ap.add_argument("--sample-s", type=float, default=0.2,
                     help="period of the PSS samples of every rank (0: none)")
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.ranks.split(",")] if args.ranks else \

@@ -84,12 +84,13 @@ class Copies:
     tuple of handles it stands for, but its size (and so a dispatch that
     names the window, and its hash) does not grow with the members."""
 
-    __slots__ = ("name", "stride", "count")
+    __slots__ = ("name", "stride", "count", "_hash")
 
     def __init__(self, name: str, stride: int, count: int):
         self.name = name
         self.stride = stride
         self.count = count
+        self._hash = hash((name, stride, count))     # a dict key on every first touch
 
     def __len__(self) -> int:
         return self.count
@@ -107,7 +108,7 @@ class Copies:
             (other.name, other.stride, other.count)
 
     def __hash__(self) -> int:
-        return hash((self.name, self.stride, self.count))
+        return self._hash
 
     def __reduce__(self):
         return (Copies, (self.name, self.stride, self.count))
@@ -161,10 +162,11 @@ class ShmEndpoint(Endpoint):
     def __init__(self, device: int, sleepers: Segment):
         self.device = device
         self._sleepers_segment = sleepers
-        self._sleepers_of = lambda d: sleepers.addr + d * LINE
-        self.sleepers = self._sleepers_of(device)
+        self._sleepers_base = sleepers.addr
+        self.sleepers = sleepers.addr + device * LINE
         self._segments: dict[str, Segment] = {}
         self._views: dict = {}
+        self._bases: dict = {}               # Copies -> the mapped segment's address
         self._attach_lock = threading.Lock()
 
     def _segment(self, copies: Copies) -> Segment:
@@ -203,9 +205,16 @@ class ShmEndpoint(Endpoint):
         np.copyto(dst, window[index] if index else window)
 
     def cell(self, key, member, byte_offset):
+        # on a rank's first touch of each peer's cell (n per call with n
+        # peers): kept to a lookup and arithmetic
         copies = key.segments
-        return (self._segment(copies).addr + copies[member][1] + byte_offset,
-                self._sleepers_of(key.devices[member]))
+        base = self._bases.get(copies)
+        if base is None:
+            base = self._bases[copies] = self._segment(copies).addr
+        if not 0 <= member < copies.count:
+            raise IndexError(f"member {member} of a window of {copies.count}")
+        return (base + member * copies.stride + byte_offset,
+                self._sleepers_base + key.devices[member] * LINE)
 
     def signal(self, cell, op, value):
         # seq_cst store/add; the receiver's sleepers count decides whether a
@@ -231,6 +240,7 @@ class ShmEndpoint(Endpoint):
 
     def end_run(self):
         self._views.clear()
+        self._bases.clear()
         for seg in self._segments.values():
             seg.close()                  # unmapped once the last view of it is gone
         self._segments.clear()
