@@ -10,13 +10,14 @@ imports, compiling and forking are all in the figure.  Printed per rank
 count: the wall time of that process (median and best of the repeats), its
 CPU time and that of all its ranks (on a shared machine the wall time
 follows the load, the CPU time much less), and memory: the caller's peak
-RSS; each rank's peak RSS (from the rusage ``wait4`` returns when the caller
-reaps it), the largest and the sum -- an upper bound, as RSS counts in every
-rank the pages it still shares with the caller after the fork; and the
-peak of the ranks' summed PSS (shared pages divided among their sharers, so
-the sum is what they really hold), sampled every ``--sample-s`` seconds or
-ten times as long as a sample takes (a sample reads every rank's
-/proc/<pid>/smaps_rollup), so sampling costs at most a tenth of a core.
+RSS; the largest peak RSS of a rank (from the rusage ``wait4`` returns when
+the caller reaps it; RSS counts in every rank the pages it still shares with
+the caller after the fork, so these do not add up); and, summed over the
+ranks, what each holds once it has run its part, its windows still mapped
+(read from its own /proc/self/smaps_rollup just before it reports the run
+finished): PSS (shared pages divided among their sharers, so the sum is
+what the ranks really use) and private memory (pages no other process
+shares).
 
 Anchor (same run): forking N bare processes from a Python process of the
 caller's size and reaping them -- the floor of any design with one process
@@ -31,6 +32,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from report import Row, log
@@ -43,53 +45,44 @@ TARGETS_S = {256: 4.0, 1024: 30.0}     # DESIGN.md section 4 and its notes
 # reports what the caller and its ranks used.  Reaping goes through wait4 so
 # that each rank's rusage (peak RSS) is kept.
 _DRIVER = r"""
-import json, os, resource, runpy, sys, threading, time
+import json, os, resource, runpy, sys, time
 t0 = time.perf_counter()
-peaks, pids, pss = [], [], {"ranks": 0, "all": 0}
+exits = sys.argv[3]
+peaks = []
 def waitpid(pid, options):
     got, status, usage = os.wait4(pid, options)
     if got:
         peaks.append(usage.ru_maxrss)
     return got, status
 os.waitpid = waitpid
-fork = os.fork
-def forked():
-    pid = fork()
-    if pid:
-        pids.append(pid)
-    return pid
-os.fork = forked
-def pss_kb(pid):
+from tilecomm.runtime.control import ShmControlPlane
+finish_run = ShmControlPlane.finish_run
+def finishing(plane, rank):
+    # in a rank, once it has run its part (windows still mapped), before it
+    # reports the run finished -- so the caller cannot stop it first: what it
+    # holds, from its own smaps_rollup
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
+        with open("/proc/self/smaps_rollup") as f:
+            kb = {k: int(v.split()[0]) for k, v in
+                  (line.split(":", 1) for line in f if line[0].isupper())}
+        with open(exits, "a") as f:
+            f.write(f"{kb['Pss']} {kb['Private_Clean'] + kb['Private_Dirty']}\n")
+    except (OSError, KeyError, ValueError):
         pass
-    return 0
-def sample(period, stop):
-    pause = period
-    while not stop.wait(pause):
-        t = time.perf_counter()
-        ranks = sum(pss_kb(p) for p in list(pids))
-        pss["ranks"] = max(pss["ranks"], ranks)
-        pss["all"] = max(pss["all"], ranks + pss_kb("self"))
-        pause = max(period, 10 * (time.perf_counter() - t))   # at most a tenth of a core
-stop = threading.Event()
-period = float(sys.argv[3])
-if period > 0:
-    threading.Thread(target=sample, args=(period, stop), daemon=True).start()
+    finish_run(plane, rank)
+ShmControlPlane.finish_run = finishing
 sys.argv = [sys.argv[1], "--ranks", sys.argv[2]]
 runpy.run_path(sys.argv[0], run_name="__main__")
-stop.set()
 wall = time.perf_counter() - t0
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(exits) as f:
+    at_exit = [tuple(map(int, line.split())) for line in f]
 print(json.dumps({"wall": wall, "caller_cpu": me.ru_utime + me.ru_stime,
                   "ranks_cpu": kids.ru_utime + kids.ru_stime, "caller_rss_kb": me.ru_maxrss,
                   "rank_rss_max_kb": max(peaks, default=0), "rank_rss_sum_kb": sum(peaks),
-                  "ranks_pss_kb": pss["ranks"], "all_pss_kb": pss["all"],
-                  "reaped": len(peaks)}))
+                  "ranks_pss_kb": sum(p for p, _ in at_exit),
+                  "ranks_private_kb": sum(q for _, q in at_exit),
+                  "reaped": len(peaks), "reported": len(at_exit)}))
 """
 
 # The anchor: fork n processes that exit at once, reap them.
@@ -110,15 +103,19 @@ print(time.perf_counter() - t0)
 """
 
 
-def run_quickstart(n: int, sample_s: float) -> dict:
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", _DRIVER, EXAMPLE, str(n), str(sample_s)],
-                         check=True,
-                         capture_output=True, text=True)
+def run_quickstart(n: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        exits = os.path.join(tmp, "exits")
+        open(exits, "w").close()
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", _DRIVER, EXAMPLE, str(n), exits],
+                             check=True, capture_output=True, text=True)
+        wall = time.perf_counter() - t0             # interpreter start included
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    res["process_wall"] = time.perf_counter() - t0     # interpreter start included
-    if res["reaped"] != n:
-        raise RuntimeError(f"{n} ranks but {res['reaped']} processes reaped")
+    res["process_wall"] = wall
+    if res["reaped"] != n or res["reported"] != n:
+        raise RuntimeError(f"{n} ranks but {res['reaped']} processes reaped, "
+                           f"{res['reported']} reported their memory")
     return res
 
 
@@ -140,21 +137,20 @@ def mib(kb: float) -> str:
     return f"{kb / 1024:.0f} MiB"
 
 
-def bench(n: int, repeats: int, sample_s: float) -> Row:
+def bench(n: int, repeats: int) -> Row:
     runs = []
     for i in range(repeats):
         log(f"{n} ranks, run {i + 1}/{repeats} (load {load()})")
-        runs.append(run_quickstart(n, sample_s))
+        runs.append(run_quickstart(n))
     walls = [r["process_wall"] for r in runs]
     mid = statistics.median(walls)
     last = runs[-1]
     floor = fork_floor(n)
-    pss = "" if not last["ranks_pss_kb"] else \
-        f"; PSS of all ranks {mib(last['ranks_pss_kb'])}, with the caller {mib(last['all_pss_kb'])}"
     measured = (f"{mid:.2f} s (best {min(walls):.2f}); CPU: caller {last['caller_cpu']:.1f} s, "
                 f"ranks {last['ranks_cpu']:.1f} s; peak RSS: caller "
-                f"{mib(last['caller_rss_kb'])}, a rank {mib(last['rank_rss_max_kb'])}, "
-                f"summed {mib(last['rank_rss_sum_kb'])}{pss}")
+                f"{mib(last['caller_rss_kb'])}, a rank {mib(last['rank_rss_max_kb'])}; all ranks "
+                f"after their part: PSS {mib(last['ranks_pss_kb'])}, private "
+                f"{mib(last['ranks_private_kb'])}")
     target = TARGETS_S.get(n)
     result = "—" if target is None else ("met" if mid <= target else "missed")
     return Row(f"quickstart allreduce, {n} ranks", measured,
@@ -168,14 +164,12 @@ def main(argv=None):
     ap.add_argument("--ranks", default=None,
                     help="comma-separated rank counts (default 64,256,512,1024)")
     ap.add_argument("--repeats", type=int, default=1, help="runs per rank count")
-    ap.add_argument("--sample-s", type=float, default=0.2,
-                    help="period of the PSS samples of every rank (0: none)")
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.ranks.split(",")] if args.ranks else \
         ([64, 256] if args.quick else [64, 256, 512, 1024])
     print(f"# tilecomm ranks benchmark ({os.cpu_count()} CPUs, load average {load()}, "
           f"{args.repeats} run(s) each)\n")
-    rows = [bench(n, args.repeats, args.sample_s) for n in counts]
+    rows = [bench(n, args.repeats) for n in counts]
     print("| figure | measured | anchor (same run) | target | result |")
     print("|---|---|---|---|---|")
     for r in rows:
