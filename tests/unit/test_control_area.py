@@ -2,6 +2,7 @@
 (``ControlPlane.write_area`` / ``read_area``, what ``taskplane`` publishes
 through): each rank's own, read back byte for byte, refused when too large,
 and a scheduler snapshot round-trips through them."""
+import itertools
 import os
 
 import pytest
@@ -58,3 +59,20 @@ def test_taskplane_reads_what_it_publishes(plane, monkeypatch):
     assert taskplane.read(plane, 1) == snap
     assert published[0][0] == 1 and published[0][1].buffer == taskplane.TASKS
     assert taskplane.read(plane, 0) is None
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(WORLD))),
+                         ids=lambda o: "-".join(map(str, o)))
+def test_the_rank_that_finishes_a_run_last_and_only_it_wakes_the_controller(plane, order):
+    # one rank at a time: each finds every count >= the run's only when it is
+    # the last, whichever rank that is and wherever its scan of the counts starts
+    woken = []
+    plane.wake_controller = lambda: woken.append(done[-1])
+    for run in (1, 2):
+        done = []
+        for rank in order:
+            done.append(rank)
+            plane.finish_run(rank)
+        assert woken == [order[-1]] * run
+        assert plane.wait_runs(run, 0) and [plane.runs_finished(r) for r in range(WORLD)] == \
+            [run] * WORLD

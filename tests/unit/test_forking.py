@@ -2,6 +2,8 @@
 is told to keep; every other inherited descriptor reads as /dev/null."""
 import os
 
+import pytest
+
 from tilecomm.runtime.controller import forking
 
 
@@ -44,3 +46,20 @@ def test_without_keep_nothing_inherited_survives():
     finally:
         os.close(r)
         os.close(w)
+
+
+@pytest.mark.parametrize("probe_limit", [forking._PROBE_LIMIT, 0],
+                         ids=["probed", "listed"])
+def test_a_high_numbered_descriptor_is_dropped_whether_probed_or_listed(monkeypatch,
+                                                                          probe_limit):
+    # a descriptor far above the others (the table grows to hold it): the
+    # child finds it by probing every number below the table's size, or by
+    # listing /proc/self/fd when the table is larger than it probes
+    monkeypatch.setattr(forking, "_PROBE_LIMIT", probe_limit)
+    r, w = os.pipe()
+    high = os.dup2(w, 700, inheritable=False)
+    try:
+        assert _child_report(None, [r, high]) == {r: "/dev/null", high: "/dev/null"}
+    finally:
+        for fd in (r, w, high):
+            os.close(fd)

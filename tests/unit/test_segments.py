@@ -145,6 +145,33 @@ def test_two_mappings_share_memory(names):
         b.close()
 
 
+def _resident_kb(addr: int) -> int:
+    """Resident kB of this process's mapping that starts at ``addr`` (/proc/self/smaps)."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                inside = int(head.split("-")[0], 16) == addr
+            elif inside and head == "Rss:":
+                return int(line.split()[1])
+    raise AssertionError(f"no mapping at 0x{addr:x}")
+
+
+@pytest.mark.parametrize("bound, resident_pages", [(0, 0), (4 * PAGE, 0), (5 * PAGE, 5)])
+def test_attach_populates_only_a_segment_within_the_bound(names, bound, resident_pages):
+    n = names()
+    a = Segment.create(n, 5 * PAGE)
+    b = Segment.attach(n, populate_up_to=bound)
+    try:
+        assert _resident_kb(b.addr) == resident_pages * PAGE // 1024
+        b.ndarray(np.uint8, (5 * PAGE,))[:] = 3               # populated or not: shared
+        assert (a.ndarray(np.uint8, (5 * PAGE,)) == 3).all()
+    finally:
+        a.close()
+        b.close()
+
+
 def test_shared_visibility_across_fork(names):
     n = names()
     s = Segment.create(n, PAGE)

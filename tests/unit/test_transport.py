@@ -3,6 +3,7 @@ side allocates a 2-member window, two endpoints (devices 0 and 1) move data
 and signals.  The copy transport's endpoint must never map a peer's copy."""
 import contextlib
 import os
+import pickle
 import threading
 
 import numpy as np
@@ -12,6 +13,7 @@ from tilecomm.errors import RuntimeFault
 from tilecomm.transport import TRANSPORTS, make_host
 from tilecomm.transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD, NOTIFY_SET, WaitHooks, WindowKey
 from tilecomm.transport.segments import Segment, segment_name
+from tilecomm.transport.shm import Copies
 
 _ids = iter(range(10_000, 20_000))
 
@@ -179,3 +181,103 @@ def test_copy_transport_moves_regions_larger_than_its_staging_buffer(shape):
         back = np.zeros(shape, np.float32)
         eps[0].get(w1, (), back)
         np.testing.assert_array_equal(back, mine)
+
+
+# ---------------------------------------------------------------- shm layout
+def _rss_kb(addr: int) -> int:
+    """Resident kB of this process's mapping that starts at ``addr``."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                inside = int(head.split("-")[0], 16) == addr
+            elif inside and head == "Rss:":
+                return int(line.split()[1])
+    raise AssertionError(f"no mapping at 0x{addr:x}")
+
+
+@contextlib.contextmanager
+def shm_world(world, nbytes):
+    """An shm host of ``world`` members with one window of ``nbytes`` each."""
+    own, run = FakeRun(), FakeRun()
+    host = make_host("shm", world, own.new_segment)
+    eps = []
+    try:
+        copies = host.allocate(run, nbytes, tuple(range(world)))
+        eps = [host.endpoint(d, world) for d in (0, world - 1)]
+        yield host, eps, copies, run
+    finally:
+        for ep in eps:
+            ep.close()
+        host.end_run(run)
+        run.release()
+        host.close()
+        own.release()
+
+
+@pytest.mark.parametrize("nbytes, stride", [(300, 384), (4096, 4096), (5000, 8192), (1, 128)])
+def test_a_shm_window_is_one_segment_of_disjoint_aligned_copies(nbytes, stride):
+    world = 64
+    with shm_world(world, nbytes) as (host, (e0, e_last), copies, run):
+        assert len(run.segments) == 1 and len(copies) == world
+        seg = run.segments[0]
+        assert seg.size == world * stride
+        assert [copies[m] for m in range(world)] == [(seg.name, m * stride) for m in range(world)]
+        # every member's copy, written through one rank's endpoint, lands in
+        # its own bytes of the segment and nowhere else
+        key = WindowKey(copies, tuple(range(world)), (nbytes,), np.dtype(np.uint8))
+        for m in range(world):
+            e0.window(key, m)[:] = m + 1
+        raw = seg.ndarray(np.uint8, (world, stride))
+        expected = np.zeros((world, stride), np.uint8)
+        expected[:, :nbytes] = np.arange(1, world + 1, dtype=np.uint8)[:, None]
+        np.testing.assert_array_equal(raw, expected)
+        # the other endpoint sees them as each member's own copy
+        np.testing.assert_array_equal(e_last.local(key, world - 1), world)
+        assert len(e0._segments) == 1                  # one mapping for all 64 copies
+
+
+def test_shm_signal_cells_land_in_the_members_copy():
+    world = 8
+    with shm_world(world, 4 * world) as (host, (e0, e_last), copies, run):
+        sig = WindowKey(copies, tuple(range(world)), (world,), np.dtype(np.int32))
+        for m in range(world):
+            e0.signal(e0.cell(sig, m, 4 * m), NOTIFY_SET, 100 + m)
+        raw = run.segments[0].ndarray(np.int32, (world, copies.stride // 4))
+        np.testing.assert_array_equal(raw[:, :world], np.diag(100 + np.arange(world)))
+        assert [host.read_cell(copies[m], 4 * m) for m in range(world)] == \
+            [100 + m for m in range(world)]
+        assert e_last.try_wait(e_last.cell(sig, world - 1, 4 * (world - 1)), CMP_EQ,
+                               100 + world - 1, 10)
+
+
+def test_a_zero_dimensional_shm_window_is_a_writable_view():
+    with shm_world(2, 4) as (host, (e0, e1), copies, run):
+        key = WindowKey(copies, (0, 1), (), np.dtype(np.int32))
+        view = e0.window(key, 1)
+        assert isinstance(view, np.ndarray) and view.shape == ()
+        view[()] = 7
+        assert e1.local(key, 1)[()] == 7
+
+
+def test_copies_index_compare_and_travel_as_the_tuple_they_stand_for():
+    c = Copies("tilecomm-1-2-3", 256, 4)
+    assert list(c) == [("tilecomm-1-2-3", o) for o in (0, 256, 512, 768)]
+    assert c[-1] == c[3] and len(c) == 4
+    with pytest.raises(IndexError):
+        c[4]
+    back = pickle.loads(pickle.dumps(c))
+    assert back == c and hash(back) == hash(c) and back is not c
+    assert c != Copies("tilecomm-1-2-3", 256, 5) and c != tuple(c)
+
+
+@pytest.mark.parametrize("stride, populated", [(128, True), (8192, False)])
+def test_only_a_window_of_small_copies_is_mapped_populated(stride, populated):
+    world = 4
+    with shm_world(world, stride) as (host, (e0, _), copies, run):
+        key = WindowKey(copies, tuple(range(world)), (stride,), np.dtype(np.uint8))
+        e0.window(key, 0)                               # maps it, touches nothing
+        seg = e0._segments[copies.name]
+        size_kb = -(-world * stride // 4096) * 4
+        assert _rss_kb(seg.addr) == (size_kb if populated else 0)

@@ -11,13 +11,13 @@ from ..transport.memops import address  # noqa: F401  (re-exported)
 
 @dataclass(frozen=True)
 class WindowBuffer:
-    """One ``alloc_window_buffer``: a zero-filled segment per member device."""
+    """One ``alloc_window_buffer``: a zero-filled copy per member device."""
 
     id: int
     name: str
     nbytes: int
     devices: tuple            # domain members (logical ranks), sorted; index = domain rank
-    segments: tuple           # segment name per member, same order
+    segments: object          # the transport's handle per member, same order (a sequence)
 
     def domain_rank(self, device: int) -> int:
         return self.devices.index(device)

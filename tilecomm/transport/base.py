@@ -46,7 +46,7 @@ CMP_GE = native.CMP_GE
 class WindowKey:
     """One typed view of a window buffer: the same on every member."""
 
-    segments: tuple          # per-member handle of the window (a segment name for shm)
+    segments: object         # per-member handles of the window (a sequence; shm: Copies)
     devices: tuple           # per-member device (logical rank)
     shape: tuple
     dtype: object             # numpy dtype

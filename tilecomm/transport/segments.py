@@ -38,6 +38,7 @@ SHM_DIR = "/dev/shm"
 # Python >= 3.13 can map without keeping a duplicate of the fd open; earlier
 # versions keep one fd per live mapping (closed when the mapping goes away).
 _MMAP_KW = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)      # Linux only; elsewhere pages fault in
 
 
 # Address -> length of every mapping of a segment in this process, so that a
@@ -79,9 +80,9 @@ def _resource_errors(verb: str):
     """Decorator: resource OSErrors of creating / mapping a segment become typed."""
     def wrap(fn):
         @functools.wraps(fn)
-        def call(cls, name, *size):
+        def call(cls, name, *size, **options):
             try:
-                return fn(cls, name, *size)
+                return fn(cls, name, *size, **options)
             except OSError as e:
                 what = f"cannot {verb} shared-memory segment {name}" + \
                     (f" of {int(size[0])} bytes" if size else "")
@@ -171,12 +172,15 @@ class Segment:
 
     @classmethod
     @_resource_errors("map")
-    def attach(cls, name: str) -> "Segment":
-        """Map an existing segment; ``FileNotFoundError`` if it does not exist."""
+    def attach(cls, name: str, populate_up_to: int = 0) -> "Segment":
+        """Map an existing segment; ``FileNotFoundError`` if it does not exist.
+        A segment of at most ``populate_up_to`` bytes is mapped with every
+        page present (``MAP_POPULATE``: one call instead of a page fault per
+        page on first touch; it commits the whole segment, hence the bound)."""
         fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
-            mm = _map(fd, size)
+            mm = _map(fd, size, 0 < size <= populate_up_to)
         finally:
             os.close(fd)
         return cls(name, size, mm)
@@ -269,12 +273,12 @@ class Segment:
         return f"<Segment {self.name} size={self.size} {state}>"
 
 
-def _map(fd: int, size: int) -> mmap.mmap:
+def _map(fd: int, size: int, populate: bool = False) -> mmap.mmap:
     if size == 0:
         # An empty file cannot be mapped; there is nothing to share anyway.
         return mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE,
-                     **_MMAP_KW)
+    flags = mmap.MAP_SHARED | (_MAP_POPULATE if populate else 0)
+    return mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE, **_MMAP_KW)
 
 
 # -- cleanup -------------------------------------------------------------------

@@ -48,6 +48,8 @@ _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 _PROT_NONE = 0
 _MAP_FIXED = 0x10                       # asm-generic: x86, Arm, RISC-V, PowerPC
 _PLACEHOLDER = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
+# descriptor tables up to this size are probed number by number in a child
+_PROBE_LIMIT = 4096
 # libc's mmap, set up here once rather than in every child
 _MMAP = ctypes.CDLL(None, use_errno=True).mmap
 _MMAP.restype = ctypes.c_void_p
@@ -223,9 +225,8 @@ def _child(target, conn, mask, fds) -> None:
 def _drop_inherited_descriptors(keep: set) -> None:
     """Point every descriptor but stdio (and its duplicates, e.g. a
     faulthandler's copy of stderr) and those in ``keep`` at /dev/null."""
-    try:
-        fds = [int(n) for n in os.listdir("/proc/self/fd")]
-    except OSError:
+    candidates = _open_descriptor_candidates()
+    if candidates is None:
         return                          # no /proc: keep what was inherited
     stdio = set()
     for fd in (0, 1, 2):
@@ -238,13 +239,13 @@ def _drop_inherited_descriptors(keep: set) -> None:
         null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     except OSError:
         null = -1                       # out of descriptors: close instead
-    for fd in fds:
+    for fd in candidates:
         if fd <= 2 or fd == null or fd in keep:
             continue
         try:
             st = os.fstat(fd)
         except OSError:
-            continue                    # the listing's own descriptor, closed since
+            continue                    # not open (or closed since the listing)
         if (st.st_dev, st.st_ino) in stdio:
             continue
         try:
@@ -255,6 +256,28 @@ def _drop_inherited_descriptors(keep: set) -> None:
             os.close(fd)
     if null >= 0:
         os.close(null)
+
+
+def _open_descriptor_candidates():
+    """Numbers that may be open descriptors of this process (each is probed),
+    or None without /proc.  Probing every number below the descriptor table's
+    size (FDSize in /proc/self/status: every open descriptor is below it) is
+    cheaper than listing /proc/self/fd, which makes the kernel build an inode
+    and a dentry per descriptor and prune them when the process is reaped --
+    and with n ranks each child holds the controller's ends of the ranks
+    forked before it, so that cost grows with n^2.  A table grown very large
+    (a process that once held many files) is listed instead."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"FDSize:"):
+                    size = int(line.split()[1])
+                    if size <= _PROBE_LIMIT:
+                        return range(size)
+                    break
+        return [int(n) for n in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _drop_inherited_segments() -> None:

@@ -29,7 +29,7 @@ from ...errors import ConfigError
 class _Domain:
     devices: tuple
     nbytes: int
-    names: tuple          # segment name per member (the transport's window handles)
+    names: object         # the transport's per-member window handles (a sequence)
     bytes: list           # the controller's byte view of each member's copy, for zeroing
 
 
@@ -68,9 +68,9 @@ class PersistentDomains:
 
         names = self._transport.allocate_kept(_Source, nbytes, members)
         views = [seg.ndarray(np.uint8, (seg.size,)) for seg in created]
-        self._domains[key] = _Domain(members, nbytes, tuple(names), views)
+        self._domains[key] = _Domain(members, nbytes, names, views)
         self.allocations += 1
-        return tuple(names)
+        return names
 
     def zero(self) -> None:
         """Zero every persistent window (ranks idle: see the module doc)."""
