@@ -208,7 +208,8 @@ class Explorer:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         self.lines = SourceLines()
         self.where = None               # the transport's address -> (segment, offset)
-        self.windows: dict = {}         # segment name -> (buffer name, owner, shape, itemsize)
+        # segment name -> {offset of a copy: (buffer name, owner, shape, itemsize, bytes)}
+        self.windows: dict = {}
         self.fallback = "?"             # the line of the dispatch being run
         self.granted = None             # a notify's turn, taken before the race check's lock
         self.last = -1                  # the index of this rank's last step
@@ -224,10 +225,20 @@ class Explorer:
 
     def window(self, view: WindowView) -> None:
         key = view.key
-        for m, seg in enumerate(key.segments):
-            if seg not in self.windows:
-                self.windows[seg] = (view.buffer.name, key.devices[m], view.shape,
-                                     view.local.itemsize)
+        for m, handle in enumerate(key.segments):
+            # a member's copy: a segment of its own, or (segment, offset) in a shared one
+            seg, base = handle if isinstance(handle, tuple) else (handle, 0)
+            self.windows.setdefault(seg, {}).setdefault(
+                base, (view.buffer.name, key.devices[m], view.shape, view.local.itemsize,
+                       view.local.nbytes))
+
+    def _copy(self, seg, off) -> tuple:
+        """(buffer name, owner, shape, itemsize, offset in that copy) of byte
+        ``off`` of segment ``seg``."""
+        for base, (name, owner, shape, item, nbytes) in self.windows.get(seg, {}).items():
+            if base <= off < base + nbytes:
+                return name, owner, shape, item, off - base
+        return "window", "?", None, 1, off
 
     # ------------------------------------------------------------ naming
     def line(self) -> str:
@@ -244,7 +255,7 @@ class Explorer:
     def label(self, target: tuple) -> str:
         """A cell as the program names it: ``sig[1, 0] on rank 2``."""
         _, seg, off = target
-        name, owner, shape, item = self.windows.get(seg, ("window", "?", None, 4))
+        name, owner, shape, item, off = self._copy(seg, off)
         if shape is None:
             return f"{name}+{off} on rank {owner}"
         idx = np.unravel_index(off // item, shape)
@@ -265,7 +276,7 @@ class Explorer:
     def _elements(self, seg, off, array, runs) -> str:
         """``win[0:1, 0:8] on rank 1``: the region as the program indexes the
         window (its bytes when the view does not map onto that shape)."""
-        name, owner, shape, item = self.windows.get(seg, ("window", "?", None, 1))
+        name, owner, shape, item, off = self._copy(seg, off)
         where = f"(bytes {runs[0][0]}..{runs[-1][1]})"
         if shape is not None and array.ndim == len(shape) and off % item == 0 and \
                 off // item < int(np.prod(shape)):
