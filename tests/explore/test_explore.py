@@ -10,7 +10,8 @@ import pytest
 
 from tilecomm.errors import ConfigError, DataRaceError, DeadlockError, RankFailure
 from tilecomm.testing import explore, replay
-from tilecomm.testing.explore import decode, encode
+from tilecomm.check.schedules import Search
+from tilecomm.testing.explore import _Runs, decode, encode
 
 from programs_explore import (PROTOCOLS, collective_main, collective_reference, deferred,
                               host_of, inputs, overrun_chip, ring_reference,
@@ -167,3 +168,42 @@ def test_the_budget_scales_with_the_environment(monkeypatch):
     assert res.schedules == 0 and not res.verified
     monkeypatch.setenv("TILECOMM_EXPLORE_BUDGET", "1")
     assert explore(twin(), *inputs(2), world_size=2, time_budget_s=60).verified
+
+
+def _outcome(steps, found) -> tuple:
+    """What a run showed: each rank's checks with the values they saw, and
+    how it ended."""
+    seen = sorted((s.actor, s.text.split(": ", 1)[1].split("  at ")[0]) for s in steps
+                  if " sees " in s.text)
+    return tuple(seen), found[0] if found else None
+
+
+@pytest.mark.parametrize("name, twin, n", [("eq_counter", False, 3), ("set_overwrite", True, 2)])
+def test_the_search_reaches_every_outcome_that_some_schedule_reaches(name, twin, n):
+    """Brute force on the runtime itself: every choice at every step (the
+    model machine's check, tests/unit/test_schedules.py, cannot see how steps
+    are named from run to run)."""
+    program = PROTOCOLS[name][1 if twin else 0]()
+    runs = _Runs(program, inputs(n), n, None, 500)
+    try:
+        every, todo, schedules = set(), [()], 0
+        while todo:
+            prefix = todo.pop()
+            steps, found = runs.run(prefix)
+            schedules += 1
+            every.add(_outcome(steps, found))
+            # each choice this run did not make past its prefix: a schedule of its own
+            for k in range(len(prefix), len(steps)):
+                todo.extend(tuple(s.actor for s in steps[:k]) + (r,)
+                            for r in steps[k].enabled if r != steps[k].actor)
+        search, searched = Search(100), set()
+        prefix = search.next_prefix()
+        while prefix is not None:
+            steps, found = runs.run(prefix)
+            searched.add(_outcome(steps, found))
+            search.record(steps)
+            prefix = search.next_prefix()
+    finally:
+        runs.close()
+    assert searched == every
+    assert search.runs < schedules / 10      # ... in a fraction of the schedules

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import zlib
 
 import numpy as np
@@ -43,6 +44,7 @@ from ...check.events import byte_runs
 from ...check.schedules import ADD, READ, WRITE, Step
 from ...errors import RuntimeFault
 from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
+from ...transport.segments import PREFIX
 from ..control import SLOT, TURN_RANK_SLOTS, TURN_SLOTS
 from ..values import WindowView
 from .context import RankContext
@@ -60,6 +62,7 @@ ON, STUCK, DIVERGED, LIMIT = range(4)
 SLICE_NS = 50_000_000           # a rank waiting for its turn looks for an abort this often
 
 _CMP = {0: "==", 1: ">=", 2: ">= (unsigned)"}
+_CALL_SEGMENT = re.compile(rf"{PREFIX}-\d+-\d+-(\d+)")       # segments.segment_name
 
 
 class Turns:
@@ -210,6 +213,7 @@ class Explorer:
         self.where = None               # the transport's address -> (segment, offset)
         # segment name -> {offset of a copy: (buffer name, owner, shape, itemsize, bytes)}
         self.windows: dict = {}
+        self.real: dict = {}            # a segment as steps name it -> its name in this run
         self.fallback = "?"             # the line of the dispatch being run
         self.granted = None             # a notify's turn, taken before the race check's lock
         self.last = -1                  # the index of this rank's last step
@@ -245,17 +249,24 @@ class Explorer:
         sp = self.lines.span()
         return f"{sp.file}:{sp.line}" if sp is not None else self.fallback
 
-    def locate(self, addr: int) -> tuple | None:
-        return self.where(addr)
+    def _stable(self, seg: str) -> str:
+        """The segment as a step names it: the same in every run of the
+        program -- the search compares steps of different runs, and a
+        segment's name carries its call's number, its place among the call's
+        segments does not."""
+        m = _CALL_SEGMENT.fullmatch(seg)
+        stable = f"segment {m.group(1)}" if m else seg
+        self.real[stable] = seg
+        return stable
 
     def cell_target(self, cell) -> tuple:
         seg, off = self.where(cell[0])
-        return ("cell", seg, off)
+        return ("cell", self._stable(seg), off)
 
     def label(self, target: tuple) -> str:
         """A cell as the program names it: ``sig[1, 0] on rank 2``."""
         _, seg, off = target
-        name, owner, shape, item, off = self._copy(seg, off)
+        name, owner, shape, item, off = self._copy(self.real.get(seg, seg), off)
         if shape is None:
             return f"{name}+{off} on rank {owner}"
         idx = np.unravel_index(off // item, shape)
@@ -271,7 +282,7 @@ class Explorer:
             return None
         seg, off = found
         runs = byte_runs(array, addr - off)
-        return ("data", seg), runs, self._elements(seg, off, array, runs)
+        return ("data", self._stable(seg)), runs, self._elements(seg, off, array, runs)
 
     def _elements(self, seg, off, array, runs) -> str:
         """``win[0:1, 0:8] on rank 1``: the region as the program indexes the
