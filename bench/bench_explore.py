@@ -12,15 +12,15 @@ nothing here asserts speed.
 The protocol.  2 ranks, ROUNDS = 5 rounds of a handshake: each round every
 rank AtomicAdds 1 into the other's counter and waits until its own counter
 reached the round number -- 10 visible operations per rank, 20 in all, plus
-the end of each rank's dispatch.  It is correct, so the search runs to the
-end: every order of its dependent operations, with preemption bounds widened
-until nothing is pruned.  Figure: schedules run / seconds the search took
-(each schedule is a whole call on ranks kept across schedules, on fresh
-copies of the arguments, with race detection on).  Anchor: ordinary
-one-shot calls of the same program per second (each starts its ranks).
+the end of each rank's dispatch.  It is correct, so the search goes on until
+its time budget (BUDGET s) ends.  Figure: schedules run / seconds (each
+schedule is a whole call on ranks kept across schedules, on fresh copies of
+the arguments, with race detection on), and the preemption bound the search
+finished.  Anchor: ordinary one-shot calls of the same program per second
+(each starts its ranks).
 
-The bug.  The same protocol with ``Eq`` waits on a counter that two ranks
-AtomicAdd into (3 ranks): found when both adds land before the waiter's
+The bug.  Rank 0 waits ``Eq 1`` then ``Eq 2`` on a counter that ranks 1 and 2
+AtomicAdd into (3 ranks): it deadlocks when both adds land before its first
 check.  Figure: seconds until ``explore`` returns the failure; target < 60 s.
 """
 import argparse
@@ -38,7 +38,33 @@ from bench_primitives import cpu_probe, loadavg, machine_info
 from report import Row, log
 
 ROUNDS = 5
+BUDGET = 20.0
 NR = pl.dynamic("NR")
+
+
+def build_bug():
+    @pl.jit.incore
+    def counter(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
+                sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
+        ctx = pld.get_comm_ctx(sig)
+        if pld.rank(ctx) == 0:
+            for k in pl.range(1, pld.nranks(ctx)):
+                pld.system.wait(sig, offsets=[0, 0], expected=k, cmp=pld.WaitCmp.Eq)
+        else:
+            pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
+
+    @pl.jit
+    def chip(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
+             sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
+        counter(out, sig)
+
+    @pl.jit.host
+    def main(outs: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
+        sbuf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            chip(outs[r], pld.window(sbuf, [1, 1], dtype=pl.INT32), device=r)
+        return outs
+    return main
 
 
 def build(cmp, rounds: int):
@@ -84,12 +110,14 @@ def main(argv=None) -> int:
     cfg = RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1]))
     good(outs, config=cfg)                                   # compiled, warm
     rates, calls, counts = [], [], []
+    bounds = []
     for rep in range(reps):
-        res = explore(good, outs, world_size=2, time_budget_s=600)
-        if not (res.verified and res.complete):
-            print(f"\nthe search did not finish: {res}")
+        res = explore(good, outs, world_size=2, time_budget_s=BUDGET)
+        if res.failure is not None:
+            print(f"\nthe correct protocol failed:\n{res.failure.report}")
             return 1
         rates.append(res.schedules / res.seconds)
+        bounds.append(res.bound)
         counts.append(res.schedules)
         t0 = time.perf_counter()
         for _ in range(5):
@@ -98,7 +126,7 @@ def main(argv=None) -> int:
         log(f"repetition {rep + 1}/{reps}: {res.schedules} schedules in {res.seconds:.2f} s "
             f"(bound {res.bound}); ordinary calls {calls[-1]:.1f}/s")
 
-    bad = build(pld.WaitCmp.Eq, 1)
+    bad = build_bug()
     found = []
     for rep in range(reps):
         res = explore(bad, np.zeros((3, 1, 1), np.int32), world_size=3, time_budget_s=60)
@@ -111,8 +139,8 @@ def main(argv=None) -> int:
 
     rate, anchor = statistics.median(rates), statistics.median(calls)
     rows = [
-        Row(f"explore: 2 ranks, {4 * ROUNDS} visible ops, whole search "
-            f"({statistics.median(counts):.0f} schedules)",
+        Row(f"explore: 2 ranks, {4 * ROUNDS} visible ops, {BUDGET:.0f} s of search "
+            f"({statistics.median(counts):.0f} schedules, bound {min(bounds)} finished)",
             f"{rate:.0f} schedules/s", f"{anchor:.1f} one-shot calls/s", "—",
             f"{rate / anchor:.1f}x the calls"),
         Row("explore: 3-rank Eq-on-a-shared-counter bug, time to the failure",
