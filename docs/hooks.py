@@ -28,7 +28,7 @@ ERRORS_PAGE = "reference/errors.md"
 # test programs whose marked lines raise (E) or warn (W) with the code they name
 EXAMPLE_FILES = ("tests/unit/bad_programs.py", "tests/unit/bad_pl_programs.py",
                  "tests/unit/bad_dump_programs.py", "tests/unit/lint_programs.py")
-MARKER = re.compile(r"#\s*([EW]):(TC\d{3})\b")
+MARKER = re.compile(r"#\s*([EW]):(TC\d{3})\b[-\w]*")
 # code ranges of the error reference, by their leading digit
 CODE_GROUPS = {
     "1": "Operands and calls (compile time)",
@@ -74,6 +74,15 @@ def _anchor(name: str) -> str:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def _plain(text: str) -> str:
+    """``text`` as Markdown that shows it as written: characters Markdown
+    would read as emphasis, links or HTML escaped, outside `code` spans."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"([\\*_\[\]])", r"\\\1", parts[i]).replace("<", "&lt;")
+    return "`".join(parts)
 
 
 def _op_section(rec) -> list:
@@ -172,8 +181,8 @@ def errors_page() -> str:
             continue
         lines += [f"## TC{digit}xx: {title}", ""]
         for code in codes:
-            lines += [f"### {code} {{#{code.lower()}}}", "", f"**{CODES[code]}.**", "",
-                      f"Fix: {FIXES[code]}", ""]
+            lines += [f"### {code} {{#{code.lower()}}}", "", f"**{_plain(CODES[code])}.**", "",
+                      f"Fix: {_plain(FIXES[code])}.", ""]
             if code in examples:
                 rel, src, mark, kind = examples[code]
                 what = "warns" if kind == "W" else "fails"

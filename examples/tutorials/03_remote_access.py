@@ -82,7 +82,8 @@ def run(nr: int) -> np.ndarray:
     xs = (np.arange(nr, dtype=np.float32).reshape(nr, 1, 1) * 10
           + np.arange(SIZE, dtype=np.float32)).reshape(nr, 1, SIZE)
     gots = np.full((nr, 4, SIZE), np.nan, np.float32)
-    main(xs, gots, config=RunConfig(distributed_config=DistributedConfig(device_ids=list(range(nr)))))
+    config = RunConfig(distributed_config=DistributedConfig(device_ids=list(range(nr))))
+    main(xs, gots, config=config)
     from_left, from_right = np.roll(xs, 1, axis=0)[:, 0], np.roll(xs, -1, axis=0)[:, 0]
     np.testing.assert_array_equal(gots[:, 0], from_left)     # remote_store by the left
     np.testing.assert_array_equal(gots[:, 1], from_left)     # remote_load from the left
