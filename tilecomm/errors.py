@@ -316,3 +316,188 @@ CODES = {
     "TC706": "a notify in a pl.split_aiv body that every lane issues (fires once per lane)",
     "TC707": "a window its peers store into, read by its owner before any wait",
 }
+
+# How to fix each code: one hint per entry of CODES (the error reference of
+# the documentation site prints them beside the meanings; a test keeps the
+# two tables' codes equal).  The hint an error carries is about its own
+# arguments; these say what the code asks of a program in general.
+FIXES = {
+    "TC101": "pass a window view: a pl.InOut[pld.DistributedTensor[...]] parameter that the "
+             "HOST orchestrator fills with pld.window(buf, shape, dtype=...)",
+    "TC102": "pass the kind the op takes: load a Tensor into a Tile with pl.load before tile "
+             "ops, store a Tile with pl.store, and take comm contexts from "
+             "pld.get_comm_ctx(window)",
+    "TC103": "call it with the parameters `tilecomm ops NAME` lists: every required argument "
+             "once, keyword-only ones by name",
+    "TC104": "make the argument the kind the callee's parameter is annotated with (a window "
+             "view for a DistributedTensor parameter, a host tensor row for a Tensor, a scalar "
+             "for pl.Scalar)",
+    "TC105": "write a literal int or bool (or a module-level constant) for this argument; it "
+             "shapes the compiled code",
+    "TC106": "annotate the parameter with a tilecomm type: pl.Tensor[[shape], dtype], "
+             "pld.DistributedTensor[...], pl.Scalar[dtype], wrapped in pl.Out / pl.InOut "
+             "when written",
+    "TC107": "give the annotation a shape (pl.Tensor[[R, C], pl.FP32]), or compile with real "
+             "host arguments so the shape can be taken from them",
+    "TC200": "pass a value in the documented range; the message names the argument and what it "
+             "accepts",
+    "TC201": "give offsets and shapes one entry per dimension of the tensor (a 2-D window takes "
+             "[row, col])",
+    "TC202": "keep offsets + shape within the tensor's shape; read a smaller region or grow the "
+             "window",
+    "TC203": "accumulate into FP32, BF16, FP16, INT32, INT16 or INT8 (64-bit types have no "
+             "atomic add), or use a plain store",
+    "TC204": "make both sides the same dtype: cast the tile with pl.cast, or view the window "
+             "with the dtype the data has",
+    "TC205": "give dst_offsets, src_offsets and shape together, or none of them for a whole "
+             "tensor",
+    "TC206": "pass chunk_rows / chunk_cols of 0 (one copy) or a positive size",
+    "TC207": "set both chunk_rows and chunk_cols when pipeline=True",
+    "TC208": "make the shapes agree: the tile's shape must be the region's, and elementwise "
+             "operands must match",
+    "TC209": "use one form: alloc_window_buffer(nbytes) for bytes, or "
+             "alloc_window_buffer([shape], dtype=...) for a shape; not both, not neither",
+    "TC210": "make every dimension and size at least 1",
+    "TC211": "dispatch with device=r, r a rank index (an int, a loop variable of "
+             "pl.range(pld.world_size()) or an expression of them)",
+    "TC212": "keep device= below the world size (len(DistributedConfig.device_ids))",
+    "TC213": "view the buffer with pld.window(...) in a dispatch, or delete the allocation",
+    "TC214": "use a member of the enum the parameter takes (pld.NotifyOp.Set, "
+             "pld.WaitCmp.Ge, pld.ReduceOp.Sum, ...)",
+    "TC215": "stay within the chip profile's limits (see the collectives tutorial), or run "
+             "with RunConfig(platform=\"cpu\"), which lifts them",
+    "TC216": "compute the value from literals, module constants and static parameters only",
+    "TC217": "set chunk_rows and chunk_cols so the staging tile has a static size when the "
+             "transfer extent is known only at run time",
+    "TC218": "keep signal values and constant expressions within INT32",
+    "TC219": "use a dtype and ReduceOp the collective supports (`tilecomm ops "
+             "pld.tensor.NAME` lists them)",
+    "TC220": "size the signal for the path: [NR, 1] for a mesh kernel collective, "
+             "[2*(NR-1), NR] for a ring allreduce, [world_size] on the HOST path",
+    "TC221": "give each operand of the collective its own alloc_window_buffer",
+    "TC222": "pass core_num >= 1, not above the signal's column count (and the chip's AIV "
+             "cores under a chip profile)",
+    "TC224": "name a root inside the comm domain: 0 <= root < its rank count",
+    "TC225": "take every operand of one HOST collective from windows dispatched to the same "
+             "set of devices",
+    "TC226": "allocate the HOST collective's signal with one cell per device of its comm "
+             "domain ([pld.world_size()] when every rank takes part)",
+    "TC240": "defer on a Ge condition: count arrivals with AtomicAdd and wait for >= the count",
+    "TC241": "split the conditions over several waiter tasks (64 each at most)",
+    "TC250": "index a pl.Array with one scalar index and store elements of its declared type",
+    "TC251": "move tiles into the memory the op needs (pl.move to Left / Right for matmul "
+             "operands, Vec for vector ops)",
+    "TC252": "make the inner dimensions agree: [M, K] x [K, N]",
+    "TC253": "drop the layout option: the CPU has no physical tile layouts, and results are "
+             "the same without it",
+    "TC254": "put the tensor operation inside a pl.at(level=pl.Level.CORE_GROUP) task or an "
+             "InCore kernel",
+    "TC256": "give pl.split_aiv a lane count the form accepts, and do not nest it",
+    "TC257": "write pl.while_ / pl.cond in the documented form (a condition on scalars, loop "
+             "state through init_values)",
+    "TC300": "rewrite the construct with the language's own forms (pl.range for loops, ops "
+             "from `tilecomm ops`)",
+    "TC301": "move the op to a kind of function that may use it (`tilecomm ops NAME` says "
+             "where): tile and comm work into @pl.jit.incore kernels, windows and dispatches "
+             "into the @pl.jit.host orchestrator",
+    "TC302": "rewrite the line with the supported subset of Python: assignments, calls, "
+             "pl.range loops, if on scalars, return",
+    "TC303": "write `name = pld.alloc_window_buffer(...)` on a line of its own",
+    "TC304": "drop name=: the buffer is named after the variable it is assigned to",
+    "TC305": "give each window buffer of a program its own variable name",
+    "TC306": "use an op that exists (`tilecomm ops` lists them; pld.system, pld.tile and "
+             "pld.tensor are the categories)",
+    "TC307": "define the name before use, import it at module level, or check its spelling "
+             "against `tilecomm ops`",
+    "TC308": "pass device= only on dispatches of chip functions from the HOST orchestrator",
+    "TC309": "use pl.yield_ only as the last statement of a loop or branch that carries values "
+             "in init_values, with one value per carried variable",
+    "TC310": "allocate window buffers before the loop and reuse them in every iteration",
+    "TC311": "call the HOST collective as a statement of its own, outside loops (or pass an "
+             "explicit signal allocated before the loop)",
+    "TC312": "pass an explicit signal window, or drop signal= entirely on a HOST mesh "
+             "allreduce so one is synthesized",
+    "TC330": "write tasks in the documented forms: `with pl.at(level=pl.Level.CORE_GROUP, "
+             "deps=[...]) as tid:` or `for i in pl.spmd(n):` inside a @pl.jit function, deps "
+             "naming TaskIds",
+    "TC331": "put pld.system.defer_wait alone in its own pl.at(level=pl.Level.CORE_GROUP) "
+             "waiter task, and let tasks that need it take deps=[waiter_tid]",
+    "TC401": "give DistributedConfig(device_ids=[0, 1, ...]): distinct non-negative ints, at "
+             "least one",
+    "TC402": "pass RunConfig fields with the documented types and values (the message names "
+             "the field)",
+    "TC410": "pass one host tensor per parameter of the HOST function, in order, with the "
+             "annotated shapes (leading dimension: the rank count)",
+    "TC411": "pass numpy arrays or torch CPU tensors of the annotated dtype",
+    "TC412": "pass a writable array for pl.Out / pl.InOut parameters (np.zeros(...), not a "
+             "read-only view)",
+    "TC413": "make calls inside the `with compiled.prepare() as rt:` block, or prepare a new "
+             "worker",
+    "TC414": "pass device tensors only to calls of the worker that allocated them, before "
+             "free_tensor, and host tensors to one-shot calls",
+    "TC415": "register the program with the worker first (prepare(extra_compiled=[...]) or "
+             "rt.register(compiled))",
+    "TC416": "name the program: rt.run(compiled, *args)",
+    "TC417": "build the worker from compiled programs of one platform and device set, with "
+             "reset_persistent_windows only together with persistent=True",
+    "TC418": "use a device tensor with its own shape and dtype, on the rank (device=) that "
+             "holds it",
+    "TC419": "keep copies within the allocation: an address from malloc (or data_ptr) of the "
+             "same worker, and a size that fits",
+    "TC420": "keep a persistent window's shape and device set the same across calls, or "
+             "prepare a new worker",
+    "TC421": "pass a finite timeout >= 0, or None to wait without limit",
+    "TC422": "call in place with output tensors you allocated, since a pl.dynamic dimension "
+             "has no size to allocate from",
+    "TC423": "name SubWorkers that the prepared programs declare (the message lists them)",
+    "TC424": "select one orchestration function: compiled[\"name\"] or compiled.name",
+    "TC425": "bind the SubWorker with prepare(callbacks={\"name\": fn}), or give it a body",
+    "TC426": "look at the error of the call before it, which stopped this one, and fix that",
+    "TC440": "give the run-artefact fields of RunConfig their documented types",
+    "TC441": "drop enable_pmu: the CPU has no PMU counters to read",
+    "TC443": "make the program's output directory writable, or compile with an output_dir "
+             "that is",
+    "TC444": "pass a trace written by a traced call (compiled.trace_path, or its dfx_outputs "
+             "directory)",
+    "TC445": "list in dumps= only tensor arguments of that task, by name",
+    "TC446": "tag one tensor argument by name, as a statement of its own, inside a kernel or "
+             "chip function, not in the HOST orchestrator",
+    "TC450": "start as many MPI processes as the program has ranks: mpiexec -n "
+             "len(device_ids)",
+    "TC451": "install the MPI extra (pip install 'tilecomm[mpi]') or choose another "
+             "transport; the MPI library must offer MPI_THREAD_MULTIPLE",
+    "TC456": "use an MPI library whose windows use the unified memory model, or keep host "
+             "tensors on one node",
+    "TC501": "compute peers inside the comm domain: 0 <= peer < pld.nranks(ctx), e.g. "
+             "(my_rank + nranks - 1) % nranks rather than my_rank - 1",
+    "TC502": "keep run-time offsets + shape within the tensor; check the index arithmetic "
+             "the message names",
+    "TC503": "pass run-time values in the documented range (the message names the argument)",
+    "TC504": "raise RunConfig.wait_timeout_s, or find why the notify is late (tilecomm trace "
+             "shows who released each wait)",
+    "TC505": "free space in /dev/shm (or enlarge it), or make the windows and arguments "
+             "smaller",
+    "TC506": "raise the limit the message names (ulimit -n for open files, memory, "
+             "processes), or run fewer ranks",
+    "TC507": "give each collective a signal window of its own that nothing else notifies or "
+             "sets, and do not reuse a signal after a call stopped half way",
+    "TC510": "set TILECOMM_MPI_POOL_MB above the windows a run needs",
+    "TC520": "keep divisors non-zero in device code; check the value before dividing",
+    "TC601": "order the two accesses: publish data before the notify a reader's wait needs, "
+             "or put a collective or task dependency between them",
+    "TC602": "make the program compute the same thing from run to run between its "
+             "communication ops (no clocks, random numbers or process ids)",
+    "TC603": "wait on a signal instead of polling window memory in a loop, or raise "
+             "max_steps",
+    "TC604": "explore programs without deferred waits, on one machine, with a world size and "
+             "schedule token from a previous exploration",
+    "TC701": "use one notify op per signal cell: Set for flags, AtomicAdd for counters",
+    "TC702": "wait with Ge for the total of the adds, not Eq",
+    "TC703": "make the threshold one the notifies can reach (count the notifiers and their "
+             "values)",
+    "TC704": "issue the remote store or put first, then the notify that announces it",
+    "TC705": "give the collective a signal window of its own",
+    "TC706": "issue the notify from one lane only (`if aiv_id == 0:`), or make the cell "
+             "depend on aiv_id",
+    "TC707": "wait for the peers' notifies before the owner reads the window",
+}

@@ -1,6 +1,7 @@
 """Every example runs unchanged under ``mpiexec -n 2`` (the MPI backend is
 picked because the processes were started by an MPI launcher) and prints OK
-on every process: each process holds the full results it checks."""
+on every process: each process holds the full results it checks.  So do the
+tutorials (examples/tutorials)."""
 import os
 
 import pytest
@@ -8,7 +9,16 @@ import pytest
 from mpi_jobs import ROOT, requires_mpi, run_mpi
 
 pytestmark = requires_mpi
-EXAMPLES = sorted(f for f in os.listdir(os.path.join(ROOT, "examples")) if f.endswith(".py"))
+TUTORIALS = "tutorials"
+
+
+def _scripts(folder) -> list:
+    return sorted(f for f in os.listdir(os.path.join(ROOT, "examples", folder))
+                  if f.endswith(".py"))
+
+
+# paths under examples/, the tutorials (examples/tutorials) after the examples
+EXAMPLES = _scripts("") + [f"{TUTORIALS}/{f}" for f in _scripts(TUTORIALS)]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)

@@ -1,6 +1,8 @@
-"""Every example runs as a real program at several world sizes and prints OK,
-and is race-free: run with the race check on, none raises DataRaceError (but
-the example that demonstrates the report, which asserts its own)."""
+"""Every example -- examples/*.py and the tutorials, examples/tutorials/*.py,
+which the documentation site includes -- runs as a real program at several
+world sizes and prints OK, and is race-free: run with the race check on, none
+raises DataRaceError (but the example that demonstrates the report, which
+asserts its own)."""
 import os
 import subprocess
 import sys
@@ -8,7 +10,16 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = sorted(f for f in os.listdir(os.path.join(ROOT, "examples")) if f.endswith(".py"))
+TUTORIALS = "tutorials"
+
+
+def _scripts(folder) -> list:
+    return sorted(f for f in os.listdir(os.path.join(ROOT, "examples", folder))
+                  if f.endswith(".py"))
+
+
+# paths under examples/, tutorials after the examples
+EXAMPLES = _scripts("") + [f"{TUTORIALS}/{f}" for f in _scripts(TUTORIALS)]
 FIXED = {"set_handshake.py": [2]}        # the seed's handshake is a 2-rank protocol
 RACY = "race_report.py"                 # demonstrates a race report (and asserts it)
 

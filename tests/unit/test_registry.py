@@ -17,7 +17,7 @@ import pytest
 import tilecomm
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from tilecomm.errors import CODES, UserError
+from tilecomm.errors import CODES, FIXES, UserError
 from tilecomm.ir.effects import Effect
 from tilecomm.ops import registry
 from tilecomm.ir.kinds import HOST, INCORE, ORCH
@@ -234,8 +234,12 @@ def test_coverage_scan_can_fail():
 
 
 # ------------------------------------------------------------------ error codes
+TABLES = ("CODES", "FIXES")        # errors.py's tables keyed by code: they raise nothing
+
+
 def _raised_codes():
-    """Every "TCnnn" string constant in tilecomm sources, outside the CODES table."""
+    """Every "TCnnn" string constant in tilecomm sources, outside the CODES and
+    FIXES tables."""
     found = {}
     for root, _, files in os.walk(PKG):
         for f in files:
@@ -247,7 +251,7 @@ def _raised_codes():
             table = set()
             for node in ast.walk(tree):
                 if isinstance(node, ast.Assign) and any(
-                        isinstance(t, ast.Name) and t.id == "CODES" for t in node.targets):
+                        isinstance(t, ast.Name) and t.id in TABLES for t in node.targets):
                     table.update(id(k) for k in node.value.keys)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
@@ -263,6 +267,13 @@ RAISED = _raised_codes()
 def test_codes_table_is_well_formed():
     assert all(re.fullmatch(r"TC\d{3}", c) for c in CODES)
     assert all(isinstance(v, str) and v.strip() for v in CODES.values())
+
+
+def test_every_code_has_one_fix_and_every_fix_a_code():
+    """The error reference prints a fix beside each meaning."""
+    assert set(FIXES) == set(CODES), (f"codes without a fix: {sorted(set(CODES) - set(FIXES))}; "
+                                      f"fixes of no code: {sorted(set(FIXES) - set(CODES))}")
+    assert all(isinstance(v, str) and v.strip() and not v.endswith(".") for v in FIXES.values())
 
 
 def test_every_raised_code_is_declared():

@@ -22,19 +22,30 @@ def where(rec) -> str:
     return ", ".join(_WHERE[k] for k in _WHERE if k in rec.contexts)
 
 
+COLLECTIVE_NOTE = ("a collective: its window operands form one comm domain; in a HOST "
+                   "orchestrator it runs as one builtin dispatch per member rank")
+
+
+def facts(rec) -> list:
+    """(label, text) pairs saying what one record is, in the order ``tilecomm
+    ops NAME`` prints them; the documentation site's op pages read them too."""
+    out = []
+    if rec.aliases:
+        out.append(("also spelled", ", ".join(rec.aliases)))
+    out.append(("may be used in", "; ".join(KIND_NAMES[k] for k in sorted(rec.contexts))))
+    if rec.effects:
+        out.append(("effects", ", ".join(sorted(e.value for e in rec.effects))))
+    if rec.static:
+        out.append(("compile-time constants", ", ".join(rec.static)))
+    if rec.collective:
+        out.append(("", COLLECTIVE_NOTE))
+    return out
+
+
 def describe(rec) -> list:
     """The lines ``tilecomm ops NAME`` prints for one record."""
     lines = [f"{rec.name}{rec.signature}"]
-    if rec.aliases:
-        lines.append(f"  also spelled: {', '.join(rec.aliases)}")
-    lines.append("  may be used in: " + "; ".join(KIND_NAMES[k] for k in sorted(rec.contexts)))
-    if rec.effects:
-        lines.append("  effects: " + ", ".join(sorted(e.value for e in rec.effects)))
-    if rec.static:
-        lines.append("  compile-time constants: " + ", ".join(rec.static))
-    if rec.collective:
-        lines.append("  a collective: its window operands form one comm domain; in a HOST "
-                     "orchestrator it runs as one builtin dispatch per member rank")
+    lines.extend(f"  {label}: {text}" if label else f"  {text}" for label, text in facts(rec))
     if rec.doc:
         lines.append("")
         lines.extend("  " + line if line else "" for line in rec.doc.strip().splitlines())
