@@ -42,21 +42,15 @@ BUDGET = 20.0
 NR = pl.dynamic("NR")
 
 
-def build_bug():
-    @pl.jit.incore
-    def counter(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-                sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
-        ctx = pld.get_comm_ctx(sig)
-        if pld.rank(ctx) == 0:
-            for k in pl.range(1, pld.nranks(ctx)):
-                pld.system.wait(sig, offsets=[0, 0], expected=k, cmp=pld.WaitCmp.Eq)
-        else:
-            pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
+OUT = pl.Out[pl.Tensor[[1, 1], pl.INT32]]
+SIG = pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]
 
+
+def host_of(kernel):
+    """The host program: one signal cell per rank, the kernel on every rank."""
     @pl.jit
-    def chip(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-             sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
-        counter(out, sig)
+    def chip(out: OUT, sig: SIG):
+        kernel(out, sig)
 
     @pl.jit.host
     def main(outs: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
@@ -67,10 +61,19 @@ def build_bug():
     return main
 
 
+@pl.jit.incore
+def eq_counter(out: OUT, sig: SIG):
+    ctx = pld.get_comm_ctx(sig)
+    if pld.rank(ctx) == 0:
+        for k in pl.range(1, pld.nranks(ctx)):
+            pld.system.wait(sig, offsets=[0, 0], expected=k, cmp=pld.WaitCmp.Eq)
+    else:
+        pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=pld.NotifyOp.AtomicAdd)
+
+
 def build(cmp, rounds: int):
     @pl.jit.incore
-    def handshake(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-                  sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
+    def handshake(out: OUT, sig: SIG):
         ctx = pld.get_comm_ctx(sig)
         me = pld.rank(ctx)
         n = pld.nranks(ctx)
@@ -80,19 +83,7 @@ def build(cmp, rounds: int):
                     pld.system.notify(sig, peer=p, offsets=[0, 0], value=1,
                                       op=pld.NotifyOp.AtomicAdd)
             pld.system.wait(sig, offsets=[0, 0], expected=(k + 1) * (n - 1), cmp=cmp)
-
-    @pl.jit
-    def chip(out: pl.Out[pl.Tensor[[1, 1], pl.INT32]],
-             sig: pl.InOut[pld.DistributedTensor[[1, 1], pl.INT32]]):
-        handshake(out, sig)
-
-    @pl.jit.host
-    def main(outs: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
-        sbuf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
-        for r in pl.range(pld.world_size()):
-            chip(outs[r], pld.window(sbuf, [1, 1], dtype=pl.INT32), device=r)
-        return outs
-    return main
+    return host_of(handshake)
 
 
 def main(argv=None) -> int:
@@ -126,7 +117,7 @@ def main(argv=None) -> int:
         log(f"repetition {rep + 1}/{reps}: {res.schedules} schedules in {res.seconds:.2f} s "
             f"(bound {res.bound}); ordinary calls {calls[-1]:.1f}/s")
 
-    bad = build_bug()
+    bad = host_of(eq_counter)
     found = []
     for rep in range(reps):
         res = explore(bad, np.zeros((3, 1, 1), np.int32), world_size=3, time_budget_s=60)
