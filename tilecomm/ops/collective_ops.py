@@ -7,7 +7,7 @@ reference's deducers plus, per path, its signal shapes and operand kinds;
 rules that need the program as a whole (comm domains, signal capacity, the
 root of an explicit device subset) are verifier rules (``verify/collectives``).
 Chip limits apply under the chip platform profiles only, and only where the
-CPU could honour more (the README lists them).
+CPU could honour more (docs/guide/collectives.md lists them).
 """
 from __future__ import annotations
 
