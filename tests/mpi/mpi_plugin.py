@@ -39,7 +39,8 @@ FORK_ONLY = ("test_examples.py", "test_threads_signals.py", "test_shm_resources.
 # programs run with the race check on: a job whose control block is reached
 # over RMA refuses the check before any rank runs (test_mpi_races.py shows
 # the refusal), so these are left out there
-RACE_CHECKED = ("test_races.py", "test_race_config.py")
+RACE_CHECKED = ("test_races.py", "test_race_config.py",
+                "test_site_paths.py::test_the_race_check_sees_call_site_loads_and_stores")
 
 
 def control_over_rma() -> bool:

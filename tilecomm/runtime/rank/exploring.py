@@ -299,8 +299,9 @@ class Explorer:
 
     # ------------------------------------------------------------ steps
     def step(self, effect: str, target: tuple, runs: tuple = (), parked: int = 0):
-        """Wait for this rank's turn to make a step on ``target``: a
-        ``Granted`` to ``log`` once made, or None (parked and stuck)."""
+        """Wait for this rank's turn to make a step on ``target``: the
+        ``Step`` (already in the log; ``log`` adds what it did), or None
+        (parked, and the run is stuck)."""
         got = self.turns.request(PARKED if parked else PENDING, parked)
         if got is None:
             return None
