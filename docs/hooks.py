@@ -16,7 +16,7 @@ import re
 
 from mkdocs.structure.files import File
 
-from tilecomm.cli.ops import catalogue, facts, where
+from tilecomm.cli.ops import catalogue, facts, raised, where
 from tilecomm.errors import CODES, FIXES
 from tilecomm.ir.effects import Effect
 from tilecomm.ir.kinds import KIND_NAMES
@@ -91,6 +91,8 @@ def _op_section(rec) -> list:
              "| | |", "|---|---|"]
     for label, text in facts(rec):
         lines.append(f"| {label or 'collective'} | {_cell(text)} |")
+    codes = ", ".join(f"[{code}](../errors.md#{code.lower()})" for code, _ in raised(rec))
+    lines.append(f"| errors it can raise | {codes} |")
     lines.append("")
     if rec.doc:
         lines += [rec.doc.strip(), ""]

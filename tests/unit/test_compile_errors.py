@@ -26,6 +26,7 @@ import bad_programs as B
 import tilecomm.language as pl
 from tilecomm.errors import (CODES, ArgumentError, ConfigError, ProgramSyntaxError,
                              ProgramTypeError, ProgramValueError, UserError)
+from tilecomm.ops.registry import records
 from tilecomm.runtime import DistributedConfig, RunConfig
 
 BAD_FILE = os.path.realpath(B.__file__)
@@ -392,10 +393,33 @@ def _case_id(case):
     return f"{case[1]}-{getattr(case[0], 'fn', case[0]).__name__}"
 
 
+@pytest.fixture
+def rule_errors(monkeypatch):
+    """(record, code) of every error an op's type rule raises during the test."""
+    seen = []
+
+    def watched(rec):
+        def rule(c):
+            try:
+                return watched_rule(c)
+            except UserError as e:
+                seen.append((rec, e.code))
+                raise
+        watched_rule = rec.rule
+        return rule
+
+    for rec in records():
+        if rec.rule is not None:
+            monkeypatch.setattr(rec, "rule", watched(rec))
+    return seen
+
+
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_compile_error(case):
+def test_compile_error(case, rule_errors):
     obj, code, classes, token, needles = case
     e = compile_error(program_for(obj))
+    for rec, raised in rule_errors:        # tilecomm ops NAME lists what a rule raises
+        assert raised in rec.raises, f"{rec.name} raised {raised}, not in its raises="
     assert isinstance(e, classes[0]) and isinstance(e, classes[1]), type(e).__mro__
     assert e.code == code, str(e)
     assert code in CODES

@@ -6,8 +6,9 @@ import difflib
 
 import click
 
+from ..errors import CODES
 from ..ir.kinds import KIND_NAMES
-from ..ops.registry import records
+from ..ops.registry import EVERY_CALL_RAISES, records
 
 # where an op may be used, shortest first
 _WHERE = {"host": "HOST", "orchestration": "chip orchestration", "incore": "InCore"}
@@ -42,10 +43,19 @@ def facts(rec) -> list:
     return out
 
 
+def raised(rec) -> list:
+    """(code, meaning) of every error a call of ``rec`` can raise: the op's
+    own codes, then those of any op call."""
+    own = [(code, CODES[code]) for code in rec.raises]
+    return own + [(code, f"{CODES[code]} (any op)") for code in EVERY_CALL_RAISES]
+
+
 def describe(rec) -> list:
     """The lines ``tilecomm ops NAME`` prints for one record."""
     lines = [f"{rec.name}{rec.signature}"]
     lines.extend(f"  {label}: {text}" if label else f"  {text}" for label, text in facts(rec))
+    lines.append("  errors it can raise (codes of tilecomm.errors):")
+    lines.extend(f"    {code}  {meaning}" for code, meaning in raised(rec))
     if rec.doc:
         lines.append("")
         lines.extend("  " + line if line else "" for line in rec.doc.strip().splitlines())

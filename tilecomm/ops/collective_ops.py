@@ -148,7 +148,9 @@ def _rank2(c, t, name, role):
 # ------------------------------------------------------------------ allreduce
 @op("pld.tensor.allreduce", where=WHERE, kernel=RankContext.allreduce,
     host=HostRuntime.allreduce, effects=EFFECTS, static=("op", "mode", "core_num"),
-    collective=True)
+    collective=True,
+    raises=("TC101", "TC204", "TC214", "TC215", "TC216", "TC219", "TC220", "TC221", "TC222",
+            "TC225", "TC226", "TC311", "TC312", "TC502", "TC503", "TC507"))
 def allreduce(target, signal=None, *, op=ReduceOp.Sum, mode="mesh", core_num=1):
     """Replace every rank's ``target`` by the elementwise reduction (``op``: Sum,
     Max, Min, Prod) over all ranks of its comm domain.  ``mode="mesh"`` (signal
@@ -284,7 +286,8 @@ def _synthesized_signal(c, t, mode, cores):
 
 # ------------------------------------------------------------------ barrier
 @op("pld.tensor.barrier", where=WHERE, kernel=RankContext.barrier, host=HostRuntime.barrier,
-    effects=("signal", "wait"), collective=True)
+    effects=("signal", "wait"), collective=True,
+    raises=("TC101", "TC204", "TC215", "TC220", "TC225", "TC226", "TC502", "TC503", "TC507"))
 def barrier(signal):
     """No rank returns before every rank of the signal's comm domain has entered;
     window writes before the call are visible to reads after it, on every rank."""
@@ -299,7 +302,9 @@ def _barrier(c):
 
 # ------------------------------------------------------------------ broadcast
 @op("pld.tensor.broadcast", where=WHERE, kernel=RankContext.broadcast,
-    host=HostRuntime.broadcast, effects=EFFECTS, static=("root",), collective=True)
+    host=HostRuntime.broadcast, effects=EFFECTS, static=("root",), collective=True,
+    raises=("TC101", "TC105", "TC204", "TC215", "TC216", "TC220", "TC221", "TC224", "TC225",
+            "TC226", "TC501", "TC502", "TC503", "TC507"))
 def broadcast(target, signal, *, root):
     """Every rank's ``target`` becomes a copy of rank ``root``'s ``target`` as
     staged before the call."""
@@ -328,7 +333,9 @@ def _broadcast(c):
 
 # ------------------------------------------------------------------ allgather
 @op("pld.tensor.allgather", where=WHERE, kernel=RankContext.allgather,
-    host=HostRuntime.allgather, effects=EFFECTS, collective=True)
+    host=HostRuntime.allgather, effects=EFFECTS, collective=True,
+    raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC220", "TC221", "TC225",
+            "TC226", "TC502", "TC503", "TC507"))
 def allgather(local_data, target, signal):
     """Row ``r`` of every rank's ``target`` ``[NR, SIZE]`` becomes rank ``r``'s
     ``local_data`` ``[1, SIZE]``."""
@@ -358,7 +365,9 @@ def _allgather(c):
 
 # ------------------------------------------------------------------ reduce_scatter
 @op("pld.tensor.reduce_scatter", where=WHERE, kernel=RankContext.reduce_scatter,
-    host=HostRuntime.reduce_scatter, effects=EFFECTS, static=("op",), collective=True)
+    host=HostRuntime.reduce_scatter, effects=EFFECTS, static=("op",), collective=True,
+    raises=("TC101", "TC201", "TC204", "TC214", "TC215", "TC216", "TC219", "TC220", "TC221",
+            "TC225", "TC226", "TC502", "TC503", "TC507"))
 def reduce_scatter(target, signal, *, op=ReduceOp.Sum):
     """``target`` is ``[NR, SIZE]``; afterwards row ``r`` of rank ``r`` holds the
     sum over ranks of their row ``r``.  Other rows keep the caller's values."""
@@ -386,7 +395,9 @@ def _reduce_scatter(c):
 
 # ------------------------------------------------------------------ all_to_all
 @op("pld.tensor.all_to_all", where=WHERE, kernel=RankContext.all_to_all,
-    host=HostRuntime.all_to_all, effects=EFFECTS, collective=True)
+    host=HostRuntime.all_to_all, effects=EFFECTS, collective=True,
+    raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC220", "TC221", "TC225",
+            "TC226", "TC502", "TC503", "TC507"))
 def all_to_all(input, target, signal):
     """Row ``dest`` of each rank's ``input`` ``[NR, SIZE]`` lands in row ``src``
     (the sender) of rank ``dest``'s ``target``."""
@@ -413,7 +424,9 @@ def _all_to_all(c):
 
 # ------------------------------------------------------------------ all_to_all_v
 @op("pld.tensor.all_to_all_v", where=WHERE, kernel=RankContext.all_to_all_v,
-    host=HostRuntime.all_to_all_v, effects=EFFECTS, collective=True)
+    host=HostRuntime.all_to_all_v, effects=EFFECTS, collective=True,
+    raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220", "TC221",
+            "TC225", "TC226", "TC311", "TC502", "TC503", "TC507"))
 def all_to_all_v(input, target, signal, send_counts, recv_counts):
     """Variable all-to-all over flat ``[NR*MAX_RECV, SIZE]`` layouts: the first
     ``send_counts[dest]`` rows of block ``dest`` of ``input`` go to block

@@ -29,7 +29,8 @@ _OUT_FROM_FP32 = (FP32, FP16, BF16)
 
 
 @op("pl.move", where=KERNEL, kernel=RankContext.move, static=("target_memory", "blayout", "slayout"),
-    aliases=("pl.tile.move",))
+    aliases=("pl.tile.move",),
+    raises=("TC102", "TC214", "TC216", "TC251"))
 def move(tile, target_memory, blayout=None, slayout=None):
     """The tile in another on-chip buffer (``Mat`` -> ``Left`` / ``Right`` feeds
     ``pl.matmul``; ``Acc`` -> ``Vec`` hands a product to the vector unit).  No
@@ -56,7 +57,8 @@ def _move(c):
 
 @op("pl.matmul", where=KERNEL, kernel=RankContext.matmul,
     static=("out_dtype", "a_trans", "b_trans", "c_matrix_nz"),
-    aliases=("pl.tile.matmul", "pl.tensor.matmul"))
+    aliases=("pl.tile.matmul", "pl.tensor.matmul"),
+    raises=("TC102", "TC105", "TC204", "TC216", "TC251", "TC252", "TC253"))
 def matmul(lhs, rhs, out_dtype=None, a_trans=False, b_trans=False, c_matrix_nz=False):
     """``lhs @ rhs`` of 2-D tiles (``lhs`` in ``Left``, ``rhs`` in ``Right``; the
     result is in ``Acc``) or tensors.  FP32/FP16/BF16/FP8 operands accumulate

@@ -60,7 +60,8 @@ def _dtype_arg(c, name):
 
 # ------------------------------------------------------------------ load/store
 @op("pl.load", where=KERNEL, kernel=RankContext.load, effects=("read",),
-    static=("target_memory", "clamp"), aliases=("pl.tile.load",))
+    static=("target_memory", "clamp"), aliases=("pl.tile.load",),
+    raises=("TC102", "TC201", "TC202", "TC210", "TC214", "TC216", "TC251", "TC502", "TC503"))
 def load(tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
     """Read ``tensor[offsets : offsets + shapes]`` into a new tile of physical shape
     ``shapes``; with ``valid_shape`` only that leading extent is read (the rest is 0),
@@ -88,7 +89,9 @@ def _load(c):
 
 
 @op("pl.store", where=KERNEL, kernel=RankContext.store, effects=("write",),
-    aliases=("pl.tile.store",), writes=("output_tensor",))
+    aliases=("pl.tile.store",), writes=("output_tensor",),
+    raises=("TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC251", "TC502",
+            "TC503"))
 def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_):
     """Write the tile's valid region into ``output_tensor`` at ``offsets`` and return
     the updated tensor (``out = pl.store(t, [0, 0], out)``).  A 2-D tile lands on
@@ -122,7 +125,8 @@ def _store(c):
 
 
 @op("pl.read", where=(ORCH, INCORE), kernel=RankContext.read, effects=("read",),
-    aliases=("pl.tile.read", "pl.tensor.read"))
+    aliases=("pl.tile.read", "pl.tensor.read"),
+    raises=("TC102", "TC201", "TC202", "TC502", "TC503"))
 def read(src, offset):
     """Read one element of a tensor (a window's local copy) or tile as a scalar."""
 
@@ -138,7 +142,8 @@ def _read(c):
 
 
 @op("pl.write", where=(ORCH, INCORE), kernel=RankContext.write, effects=("write",),
-    aliases=("pl.tile.write", "pl.tensor.write"), writes=("dst",))
+    aliases=("pl.tile.write", "pl.tensor.write"), writes=("dst",),
+    raises=("TC102", "TC201", "TC202", "TC502", "TC503"))
 def write(dst, offset, value):
     """Write one scalar element of a tensor (a window's local copy) or tile."""
 
@@ -191,14 +196,18 @@ def _fresh(t, shape, dtype):
     return TensorType(tuple(shape), dtype)
 
 
-def _declare_binary(name, impl, doc):
+# the elementwise rule's codes, and the runtime's for operands that do not broadcast
+ELEMENTWISE_RAISES = ("TC102", "TC204", "TC208", "TC251", "TC503")
+
+
+def _declare_binary(name, impl, doc, raises=ELEMENTWISE_RAISES):
     def stub(lhs, rhs):
         pass
     short = name.rsplit(".", 1)[1]
     stub.__name__ = short
     stub.__doc__ = doc
     s = op(name, where=KERNEL, kernel=impl,
-           aliases=(f"pl.tile.{short}", f"pl.tensor.{short}"))(stub)
+           aliases=(f"pl.tile.{short}", f"pl.tensor.{short}"), raises=raises)(stub)
     s.rule(_elementwise)
     return s
 
@@ -207,13 +216,15 @@ add = _declare_binary("pl.add", RankContext.add, "Elementwise ``lhs + rhs`` on t
                       "operand is broadcast.")
 sub = _declare_binary("pl.sub", RankContext.sub, "Elementwise ``lhs - rhs``; a scalar operand is broadcast.")
 mul = _declare_binary("pl.mul", RankContext.mul, "Elementwise ``lhs * rhs``; a scalar operand is broadcast.")
-div = _declare_binary("pl.div", RankContext.div, "Elementwise ``lhs / rhs``; a scalar operand is broadcast.")
+div = _declare_binary("pl.div", RankContext.div, "Elementwise ``lhs / rhs``; a scalar operand is broadcast.",
+                      raises=ELEMENTWISE_RAISES + ("TC520",))      # integer division by zero
 maximum = _declare_binary("pl.maximum", RankContext.maximum, "Elementwise maximum of two operands.")
 minimum = _declare_binary("pl.minimum", RankContext.minimum, "Elementwise minimum of two operands.")
 
 
 @op("pl.cast", where=KERNEL, kernel=RankContext.cast, static=("target_type", "mode"),
-    aliases=("pl.tile.cast", "pl.tensor.cast"))
+    aliases=("pl.tile.cast", "pl.tensor.cast"),
+    raises=("TC102", "TC214", "TC216", "TC251"))
 def cast(input, target_type, mode="round"):
     """Convert a tile, tensor or scalar to ``target_type``.  ``mode`` is the
     device's rounding of a lossy conversion: "round" (nearest, ties away from
@@ -240,7 +251,8 @@ def _cast(c):
 
 
 # ------------------------------------------------------------------ tile makers
-@op("pl.tile.full", where=KERNEL, kernel=RankContext.full, static=("shape", "dtype"))
+@op("pl.tile.full", where=KERNEL, kernel=RankContext.full, static=("shape", "dtype"),
+    raises=("TC102", "TC201", "TC210", "TC216"))
 def full(shape, dtype, value):
     """A new tile of ``shape`` filled with ``value``."""
 
@@ -254,7 +266,8 @@ def _full(c):
 
 
 @op("pl.tile.create", where=KERNEL, kernel=RankContext.create_tile,
-    static=("shape", "dtype", "target_memory"))
+    static=("shape", "dtype", "target_memory"),
+    raises=("TC102", "TC201", "TC210", "TC214", "TC216", "TC251"))
 def create(shape, dtype, target_memory=None, transpose=None, *, flat_layout=None):
     """A new scratch tile of ``shape`` in ``target_memory`` (``Vec`` by default),
     zero-filled on the CPU.  ``transpose`` / ``flat_layout`` choose the
@@ -272,7 +285,8 @@ def _create(c):
 
 # ------------------------------------------------------------------ scalars
 @op("pl.const", where=ANYWHERE, kernel=RankContext.const, host=HostRuntime.const,
-    static=("dtype",))
+    static=("dtype",),
+    raises=("TC102", "TC216"))
 def const(value, dtype):
     """A typed scalar constant: ``pl.const(0, pl.INT32)``."""
 
@@ -293,12 +307,14 @@ def _scalar_pair(c):
     return ScalarType(ta if ta is not None else tb)
 
 
-@op("pl.min", where=ANYWHERE, kernel=RankContext.smin, host=HostRuntime.smin)
+@op("pl.min", where=ANYWHERE, kernel=RankContext.smin, host=HostRuntime.smin,
+    raises=("TC102",))
 def min(lhs, rhs):
     """The smaller of two scalars."""
 
 
-@op("pl.max", where=ANYWHERE, kernel=RankContext.smax, host=HostRuntime.smax)
+@op("pl.max", where=ANYWHERE, kernel=RankContext.smax, host=HostRuntime.smax,
+    raises=("TC102",))
 def max(lhs, rhs):
     """The larger of two scalars."""
 
@@ -309,7 +325,8 @@ max.rule(_scalar_pair)
 
 @op("pl.create_tensor", where=ANYWHERE, kernel=RankContext.create_tensor,
     host=HostRuntime.create_tensor, effects=("alloc",), static=("shape", "dtype"),
-    aliases=("pl.tensor.create",))
+    aliases=("pl.tensor.create",),
+    raises=("TC102", "TC201", "TC210", "TC216"))
 def create_tensor(shape, dtype, layout=None, manual_dep=False, init_value=None):
     """A new zero-initialised intermediate tensor (on the host: in shared memory
     so every rank's dispatch can use it)."""
@@ -348,7 +365,8 @@ def _get_subblock_idx(c):
 
 
 @op("pl.array.create", where=(ORCH, INCORE), kernel=RankContext.create_array,
-    static=("extent", "dtype"))
+    static=("extent", "dtype"),
+    raises=("TC102", "TC105", "TC210", "TC216", "TC250"))
 def array_create(extent, dtype):
     """A small on-core array of ``extent`` scalars, zero-filled: ``v = arr[i]``
     reads an element, ``arr[i] = v`` rebinds ``arr`` to an updated array (a

@@ -20,7 +20,9 @@ KERNEL = (INCORE,)
 # ------------------------------------------------------------------ slice
 @op("pl.slice", where=KERNEL, kernel=RankContext.slice_,
     static=("shape", "drop_dims", "pad_value", "clamp"),
-    aliases=("pl.tile.slice", "pl.tensor.slice"))
+    aliases=("pl.tile.slice", "pl.tensor.slice"),
+    raises=("TC102", "TC105", "TC201", "TC202", "TC208", "TC210", "TC214", "TC216", "TC253",
+            "TC502", "TC503"))
 def slice(input, shape, offset, valid_shape=None, drop_dims=None, pad_value=None, clamp=False):
     """``input[offset : offset + shape]`` (shape first, then offset): a view of a
     tensor, a new tile of a tile.  On a tile, ``valid_shape`` bounds the
@@ -100,7 +102,9 @@ def _slice(c):
 
 # ------------------------------------------------------------------ assemble
 @op("pl.assemble", where=KERNEL, kernel=RankContext.assemble, effects=("write",),
-    writes=("target",), aliases=("pl.tile.assemble", "pl.tensor.assemble"))
+    writes=("target",), aliases=("pl.tile.assemble", "pl.tensor.assemble"),
+    raises=("TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC251", "TC502",
+            "TC503"))
 def assemble(target, source, offset, *, atomic=AtomicType.None_):
     """Write ``source`` (a tile's valid region, or a tensor) into ``target`` at
     ``offset`` and return the updated target (``y = pl.assemble(y, row, [r,
@@ -135,7 +139,8 @@ def _assemble(c):
 
 
 # ------------------------------------------------------------------ reshape, row_sum
-@op("pl.tile.reshape", where=KERNEL, kernel=RankContext.reshape, static=("shape",))
+@op("pl.tile.reshape", where=KERNEL, kernel=RankContext.reshape, static=("shape",),
+    raises=("TC102", "TC201", "TC208", "TC210", "TC216"))
 def reshape(tile, shape):
     """The tile's elements in row-major order under another shape of the same
     element count (``[R, 1] -> [1, R]``)."""
@@ -156,7 +161,8 @@ def _reshape(c):
     return TileType(tuple(shp), t.dtype, None, t.memory)
 
 
-@op("pl.tile.row_sum", where=KERNEL, kernel=RankContext.row_sum)
+@op("pl.tile.row_sum", where=KERNEL, kernel=RankContext.row_sum,
+    raises=("TC102", "TC204", "TC208", "TC251"))
 def row_sum(tile, tmp_tile):
     """Row sums of a ``[R, C]`` tile's valid region as an ``[R, 1]`` tile (floats
     summed in FP32).  ``tmp_tile`` is the scratch tile the chip reduces in:

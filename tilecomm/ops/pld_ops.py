@@ -40,12 +40,14 @@ def _ctx_rule(c):
     return ScalarType(INT32)
 
 
-@op("pld.system.rank", where=KERNEL, kernel=RankContext.rank, aliases=("pld.rank",))
+@op("pld.system.rank", where=KERNEL, kernel=RankContext.rank, aliases=("pld.rank",),
+    raises=("TC102",))
 def rank(ctx):
     """This rank's index within the comm domain of ``ctx`` (INT32)."""
 
 
-@op("pld.system.nranks", where=KERNEL, kernel=RankContext.nranks, aliases=("pld.nranks",))
+@op("pld.system.nranks", where=KERNEL, kernel=RankContext.nranks, aliases=("pld.nranks",),
+    raises=("TC102",))
 def nranks(ctx):
     """Number of ranks in the comm domain of ``ctx`` (INT32)."""
 
@@ -55,7 +57,8 @@ nranks.rule(_ctx_rule)
 
 
 @op("pld.system.get_comm_ctx", where=(HOST, ORCH, INCORE), kernel=RankContext.get_comm_ctx,
-    host=HostRuntime.get_comm_ctx, aliases=("pld.get_comm_ctx",))
+    host=HostRuntime.get_comm_ctx, aliases=("pld.get_comm_ctx",),
+    raises=("TC101",))
 def get_comm_ctx(dist_tensor):
     """The communication context of the domain a window belongs to."""
 
@@ -80,7 +83,9 @@ def _signal_cell(c, name, role):
 
 
 @op("pld.system.notify", where=KERNEL, kernel=RankContext.notify,
-    effects=("signal", "remote_write"), static=("op",), notifies="target", untracked=("target",))
+    effects=("signal", "remote_write"), static=("op",), notifies="target", untracked=("target",),
+    raises=("TC101", "TC102", "TC201", "TC202", "TC204", "TC214", "TC216", "TC218", "TC501",
+            "TC502", "TC503"))
 def notify(target, peer, offsets, value, *, op):
     """Deposit ``value`` into ``target[offsets]`` of rank ``peer``'s copy:
     ``op=NotifyOp.Set`` stores it, ``op=NotifyOp.AtomicAdd`` adds it atomically."""
@@ -96,7 +101,9 @@ def _notify(c):
 
 
 @op("pld.system.wait", where=KERNEL, kernel=RankContext.wait, effects=("wait", "read"),
-    static=("cmp",), untracked=("signal",))
+    static=("cmp",), untracked=("signal",),
+    raises=("TC101", "TC102", "TC201", "TC202", "TC204", "TC214", "TC216", "TC218", "TC501",
+            "TC502", "TC503", "TC504"))
 def wait(signal, offsets, expected, *, cmp):
     """Block until this rank's ``signal[offsets]`` equals (``WaitCmp.Eq``) or is at
     least (``WaitCmp.Ge``) ``expected``."""
@@ -111,7 +118,9 @@ def _wait(c):
 
 
 @op("pld.system.defer_wait", where=KERNEL, kernel=RankContext.defer_wait, effects=("wait",),
-    static=("cmp",), untracked=("signal",), defers=True)
+    static=("cmp",), untracked=("signal",), defers=True,
+    raises=("TC101", "TC102", "TC201", "TC202", "TC204", "TC214", "TC216", "TC218", "TC240",
+            "TC331", "TC503"))
 def defer_wait(signal, offsets, expected, *, cmp):
     """Register the completion condition ``signal[offsets] >= expected`` (uint32)
     on the enclosing waiter task and return at once: the task's core is freed
@@ -149,7 +158,8 @@ def _defer_wait(c):
 # ------------------------------------------------------------------ windows
 @op("pld.tensor.alloc_window_buffer", where=(HOST,), host=HostRuntime.alloc_window_buffer,
     effects=("alloc",), aliases=("pld.alloc_window_buffer",), compile_only=("name",),
-    declares_buffer=True)
+    declares_buffer=True,
+    raises=("TC102", "TC201", "TC209", "TC210", "TC218", "TC304", "TC503"))
 def alloc_window_buffer(size, *, dtype=None, name=""):
     """Declare a per-rank, zero-initialised window buffer of ``size`` bytes, or of
     ``prod(shape) * dtype.get_byte()`` bytes when given a shape and ``dtype=``.
@@ -198,7 +208,8 @@ def _alloc(c):
 
 
 @op("pld.tensor.window", where=(HOST,), host=HostRuntime.window, static=("dtype",),
-    aliases=("pld.window",))
+    aliases=("pld.window",),
+    raises=("TC102", "TC201", "TC202", "TC210", "TC216", "TC502"))
 def window(buf, shape, *, dtype):
     """A typed DistributedTensor view of a window buffer; views of one buffer share
     storage."""
@@ -232,7 +243,8 @@ def _window(c):
 
 # ------------------------------------------------------------------ tile RMA
 @op("pld.tile.remote_load", where=KERNEL, kernel=RankContext.remote_load,
-    effects=("remote_read",), aliases=("pld.remote_load",), untracked=("target",))
+    effects=("remote_read",), aliases=("pld.remote_load",), untracked=("target",),
+    raises=("TC101", "TC102", "TC201", "TC202", "TC216", "TC218", "TC501", "TC502", "TC503"))
 def remote_load(target, peer, offsets, shape, valid_shape=None):
     """Load ``target[offsets : offsets + shape]`` from rank ``peer``'s copy into a
     new tile (``valid_shape`` reads only a ragged leading extent)."""
@@ -284,7 +296,9 @@ def _push_rule(c, src_name, src_shape, src_dtype):
 
 
 @op("pld.tile.remote_store", where=KERNEL, kernel=RankContext.remote_store,
-    effects=("remote_write",), impl_renames={"src_tile": "src"}, untracked=("target",))
+    effects=("remote_write",), impl_renames={"src_tile": "src"}, untracked=("target",),
+    raises=("TC101", "TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC218",
+            "TC501", "TC502", "TC503"))
 def remote_store(src_tile, target, peer, offsets, *, atomic=AtomicType.None_):
     """Write a local 2-D tile into rank ``peer``'s copy of ``target`` at ``offsets``;
     ``atomic=AtomicType.Add`` accumulates instead.  No synchronisation of its own."""
@@ -300,7 +314,9 @@ def _tile_remote_store(c):
 
 
 @op("pld.tensor.remote_store", where=KERNEL, kernel=RankContext.remote_store,
-    effects=("read", "remote_write"), untracked=("target",))
+    effects=("read", "remote_write"), untracked=("target",),
+    raises=("TC101", "TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC218",
+            "TC501", "TC502", "TC503"))
 def tensor_remote_store(src, target, peer, offsets, *, atomic=AtomicType.None_):
     """Tensor-level form of remote_store: push a computed tensor value (or a GM
     tensor, loaded implicitly) into rank ``peer``'s copy of ``target``."""
@@ -321,7 +337,9 @@ def _tensor_remote_store(c):
 
 
 @op("pld.remote_store", where=KERNEL, kernel=RankContext.remote_store,
-    effects=("read", "remote_write"), untracked=("target",))
+    effects=("read", "remote_write"), untracked=("target",),
+    raises=("TC101", "TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC218",
+            "TC501", "TC502", "TC503"))
 def remote_store_short(src, target, peer, offsets, *, atomic=AtomicType.None_):
     """Short form: ``pld.tile.remote_store`` for a Tile ``src``, otherwise
     ``pld.tensor.remote_store``."""
@@ -404,7 +422,10 @@ def _transfer_rule(c):
 
 
 @op("pld.tensor.put", where=KERNEL, kernel=RankContext.put, effects=("read", "remote_write"),
-    static=("chunk_rows", "chunk_cols", "pipeline"), untracked=("dst",))
+    static=("chunk_rows", "chunk_cols", "pipeline"), untracked=("dst",),
+    raises=("TC101", "TC102", "TC105", "TC201", "TC202", "TC203", "TC204", "TC205", "TC206",
+            "TC207", "TC208", "TC210", "TC214", "TC215", "TC216", "TC217", "TC218", "TC501",
+            "TC502", "TC503"))
 def put(dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, *,
         atomic=AtomicType.None_, chunk_rows=0, chunk_cols=0, pipeline=False):
     """Copy local ``src`` (a Tensor or window) into rank ``peer``'s copy of window
@@ -426,7 +447,9 @@ def _put(c):
 
 
 @op("pld.tensor.get", where=KERNEL, kernel=RankContext.get, effects=("remote_read", "write"),
-    static=("chunk_rows", "chunk_cols", "pipeline"), writes=("dst",), untracked=("src",))
+    static=("chunk_rows", "chunk_cols", "pipeline"), writes=("dst",), untracked=("src",),
+    raises=("TC101", "TC102", "TC105", "TC201", "TC202", "TC204", "TC205", "TC206", "TC207",
+            "TC208", "TC210", "TC216", "TC217", "TC218", "TC501", "TC502", "TC503"))
 def get(dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, *, chunk_rows=0,
         chunk_cols=0, pipeline=False):
     """Copy rank ``peer``'s copy of window ``src`` into local ``dst`` (a Tensor or

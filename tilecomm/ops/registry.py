@@ -14,8 +14,14 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..errors import CODES
 from ..ir.effects import Effect
 from ..ir.kinds import ALL_KINDS, HOST, INCORE, ORCH
+
+# codes any op call may raise, whatever the op: its arguments do not bind to
+# the signature (TC103), it is called in a kind of function it may not be used
+# in (TC301)
+EVERY_CALL_RAISES = ("TC103", "TC301")
 
 # hint for calling an op in a kind of function it is not allowed in
 DEFAULT_CONTEXT_HINTS = {
@@ -62,6 +68,13 @@ class OpRecord:
     untracked: tuple = ()
     # the call registers a deferred-completion condition on its task
     defers: bool = False
+    # the error codes (tilecomm.errors.CODES) the op's type rule and its
+    # implementations raise: at compile time (TC1xx-TC3xx) and while ranks run
+    # (TC5xx).  Shown by ``tilecomm ops NAME`` and on the op's reference page;
+    # tests compare it with the codes reachable from the rule and the
+    # implementations.  Mistakes any call can make (arguments that do not
+    # bind, a call where the op may not be used) are EVERY_CALL_RAISES.
+    raises: tuple = ()
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -125,7 +138,7 @@ _RECORDS: dict[str, OpRecord] = {}
 def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), aliases=(),
        context_hint=None, compile_only=(), impl_renames=None, value=None,
        declares_buffer=False, notifies=None, collective=False, writes=(), untracked=(),
-       defers=False):
+       defers=False, raises=()):
     """Declare a primitive from its stub function (signature + docstring).
 
     ``kernel`` implements it where ranks run it (orchestration and InCore
@@ -143,6 +156,10 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                 raise AssertionError(f"op {name} may be used in {kind} functions but has no "
                                      f"implementation there")
             impls[kind] = impl
+        unknown = [c for c in raises if c not in CODES]
+        if unknown or list(raises) != sorted(set(raises)):
+            raise AssertionError(f"op {name}: raises must list known codes in order, once "
+                                 f"each; unknown: {unknown}")
         stub = OpStub(name, fn)
         rec = OpRecord(name=name, stub=stub, contexts=where_, signature=inspect.signature(fn),
                        doc=inspect.cleandoc(fn.__doc__ or ""),
@@ -152,7 +169,7 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                        impl_renames=dict(impl_renames or {}), value=value,
                        declares_buffer=declares_buffer, notifies=notifies,
                        collective=collective, writes=tuple(writes), untracked=tuple(untracked),
-                       defers=defers)
+                       defers=defers, raises=tuple(raises))
         if name in _RECORDS:
             raise AssertionError(f"op {name} declared twice")
         _RECORDS[name] = rec
@@ -202,5 +219,5 @@ def signature_mismatch(rec: OpRecord, impl) -> str | None:
     return None
 
 
-__all__ = ["DEFAULT_CONTEXT_HINTS", "Effect", "OpRecord", "OpStub", "lookup", "op", "records",
-           "signature_mismatch"]
+__all__ = ["DEFAULT_CONTEXT_HINTS", "EVERY_CALL_RAISES", "Effect", "OpRecord", "OpStub",
+           "lookup", "op", "records", "signature_mismatch"]
