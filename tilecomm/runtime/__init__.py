@@ -1,9 +1,46 @@
-"""Runtime: configuration, compiled programs, the controller and rank workers."""
-from .config import DistributedConfig, RunConfig
-from .worker.device_tensors import DeviceTensor, StackedDeviceTensor
-from .worker.handles import DistributedRunHandle, RegistrationHandle
-from .controller.backend import runs_host_code
-from .worker.distributed_worker import DistributedWorker
+"""Runtime: configuration, compiled programs, the controller and rank workers.
+
+The names below load their module on first use (PEP 562), so a part that
+needs only the configuration -- the pytest plugin every session of an
+environment with tilecomm loads, ``tilecomm.runtime.config`` itself -- does
+not pay for the controller, the rank side and numpy's BLAS."""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# public name -> the module (relative to this package) that defines it
+_HOMES = {
+    "DistributedConfig": ".config",
+    "RunConfig": ".config",
+    "DeviceTensor": ".worker.device_tensors",
+    "StackedDeviceTensor": ".worker.device_tensors",
+    "DistributedRunHandle": ".worker.handles",
+    "RegistrationHandle": ".worker.handles",
+    "runs_host_code": ".controller.backend",
+    "DistributedWorker": ".worker.distributed_worker",
+}
+
+if TYPE_CHECKING:       # what readers and type checkers see
+    from .config import DistributedConfig, RunConfig
+    from .controller.backend import runs_host_code
+    from .worker.device_tensors import DeviceTensor, StackedDeviceTensor
+    from .worker.distributed_worker import DistributedWorker
+    from .worker.handles import DistributedRunHandle, RegistrationHandle
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value          # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __all__ = ["DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",
            "RegistrationHandle", "RunConfig", "StackedDeviceTensor", "runs_host_code"]

@@ -35,9 +35,9 @@ import os
 
 import pytest
 
+from .. import runtime
 from ..errors import ConfigError
-from ..runtime import RunConfig, runs_host_code
-from ..runtime.config import MPI_TRANSPORT, from_env
+from ..runtime.config import MPI_TRANSPORT, RunConfig, from_env
 from . import leaks
 from .cases import ALL, Case, transports_of, why_not_here, world_sizes_of
 
@@ -154,7 +154,7 @@ def pytest_collection_finish(session):
     for item in session.items:
         param = getattr(getattr(item, "callspec", None), "params", {}).get("tilecomm_case")
         if param and param[0].transport == MPI_TRANSPORT and why_not_here(param[0]) is None:
-            runs_host_code(RunConfig(transport=MPI_TRANSPORT))
+            runtime.runs_host_code(RunConfig(transport=MPI_TRANSPORT))   # loads the runtime
             return
 
 
