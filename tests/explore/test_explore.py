@@ -11,7 +11,7 @@ import pytest
 from tilecomm.errors import ConfigError, DataRaceError, DeadlockError, RankFailure
 from tilecomm.testing import explore, replay
 from tilecomm.check.schedules import Search
-from tilecomm.testing.explore import _Runs, decode, encode
+from tilecomm.testing.exploration import _Runs, decode, encode
 
 from programs_explore import (PROTOCOLS, collective_main, collective_reference, deferred,
                               host_of, inputs, overrun_chip, ring_reference,

@@ -3,6 +3,7 @@ marker's cases, ids and fixtures, its usage errors, its leak check failing
 a test that leaks, its options, and its entry point.  Each runs a small
 test file in a pytest session of its own (``pytester``: in this process,
 or a new one where the session runs a program)."""
+import importlib
 import os
 import re
 import signal
@@ -391,3 +392,24 @@ def test_the_plugin_is_registered_by_its_entry_point(pytestconfig):
     assert found.get("tilecomm") == "tilecomm.testing.plugin"
     plugin = pytestconfig.pluginmanager.get_plugin("tilecomm")
     assert plugin is not None and plugin.__name__ == "tilecomm.testing.plugin"
+
+
+def test_loading_the_plugin_leaves_the_runtime_unloaded():
+    """Every pytest session of an environment with tilecomm loads the plugin:
+    it must not pay for the controller, the rank side or exploration."""
+    probe = ("import sys, tilecomm.testing.plugin\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('tilecomm.runtime.controller',"
+             " 'tilecomm.runtime.rank', 'tilecomm.runtime.worker', 'tilecomm.testing.exploration'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]", out
+
+
+@pytest.mark.parametrize("package", ["tilecomm.runtime", "tilecomm.testing"])
+def test_names_loaded_on_first_use_all_resolve(package):
+    mod = importlib.import_module(package)
+    assert set(mod.__all__) == set(mod._HOMES)
+    for name in mod.__all__:
+        assert getattr(mod, name).__name__ == name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        mod.nope

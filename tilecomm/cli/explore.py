@@ -13,7 +13,7 @@ from ..ir.annotations import annotation_type
 from ..ir.functions import KernelFunction
 from ..ir.kinds import HOST
 from ..ir.types import Dim, ScalarType, TensorType, bind_shape
-from ..testing.explore import explore, replay
+from ..testing.exploration import explore, replay
 from .check import _dims
 from .programs import _annotation, default_ranks, load_module
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-_HOMES = {name: ".explore" for name in ("ExploreResult", "Failure", "explore", "replay")}
+_HOMES = {name: ".exploration" for name in ("ExploreResult", "Failure", "explore", "replay")}
 
 if TYPE_CHECKING:
-    from .explore import ExploreResult, Failure, explore, replay
+    from .exploration import ExploreResult, Failure, explore, replay
 
 
 def __getattr__(name: str):

@@ -99,7 +99,7 @@ class Run:
         self.outcome = None                 # what finish() needs, once begin() succeeded
         self.index = 0                      # which run of the ranks this is (Ranks.runs)
         self.artefacts = None               # run artefacts (artefacts.RunArtefacts), if asked
-        self.explore = explore              # an explored run's plan (testing/explore.py)
+        self.explore = explore              # an explored run's plan (testing/exploration.py)
 
     # ------------------------------------------------------------ first half
     def begin(self, args: list, last: bool = False, idle: bool = True,
