@@ -90,6 +90,7 @@ QUICK_CASES = {
     "test_failures.py::test_peers_blocked_in_waits_are_aborted_not_killed": set(),
     "test_failures.py::test_a_killed_rank_aborts_the_others_too": set(),
     "test_failures.py::test_killed_rank_is_reported": {"shm-2-1"},
+    "test_failures.py::test_a_rank_that_cannot_start_reports_its_traceback": {"shm"},
     "test_shm_resources.py::test_running_out_of_descriptors_anywhere_in_a_call_is_a_typed_error":
         {"shm-2"},
     "test_trace.py::test_a_deadlocked_run_still_leaves_a_trace_of_what_happened": {"shm-2"},

@@ -24,6 +24,8 @@ import pytest
 # MPI failure paths have their own tests (test_mpi_failures.py)
 FORK_ONLY = ("test_examples.py", "test_threads_signals.py", "test_shm_resources.py",
              "test_bf16_preload.py", "test_failures.py::test_killed_rank_is_reported",
+             # patches the shared-memory transport of forked ranks
+             "test_failures.py::test_a_rank_that_cannot_start_reports_its_traceback",
              "test_prepared_worker.py::test_repeated_calls_reuse_the_ranks_and_start_from_zeroed",
              # a new Python process of its own: under mpiexec it would start
              # as an MPI process outside the job

@@ -22,6 +22,7 @@ import failure_programs as F
 from conftest import children, my_segments, process_alive, signal_a_rank_during
 from tilecomm.errors import DeadlockError, RankFailure
 from tilecomm.runtime.messages import EXIT_ABORTED, EXIT_FAILED
+from tilecomm.transport.shm import ShmHost
 
 FILE = os.path.abspath(F.__file__)
 
@@ -283,3 +284,29 @@ def test_next_run_sweeps_segments_of_dead_controllers():
         for path in (stale, live):
             if os.path.exists(path):
                 os.unlink(path)
+
+
+# ------------------------------------------------------------------ a rank cannot start
+def _endpoint_failing_on_rank_1(original):
+    def endpoint(self, device, world):
+        if device == 1:
+            raise RuntimeError("the transport could not open (start-up defect)")
+        return original(self, device, world)
+    return endpoint
+
+
+def test_a_rank_that_cannot_start_reports_its_traceback(monkeypatch):
+    """An unexpected exception while a rank reaches its transport is a
+    defect: the call fails naming the rank, the exception and the frame that
+    raised it, not only an exit status."""
+    n = 2
+    monkeypatch.setattr(ShmHost, "endpoint", _endpoint_failing_on_rank_1(ShmHost.endpoint))
+    e = failed_call(F.ring_main, F.outputs(n), 1, cfg=F.config(n, transport="shm"),
+                    expect=RankFailure)
+    text = str(e)
+    assert "rank 1" in text and "start-up" in text, text
+    assert "RuntimeError: the transport could not open (start-up defect)" in text, text
+    assert "Traceback" in text and 'test_failures.py", line' in text and "in endpoint" in text, \
+        text
+    assert e.exit_codes[1] == EXIT_FAILED, e.exit_codes
+    assert_clean()

@@ -66,10 +66,8 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
     try:
         control = setup.control.attach()
         transport = setup.transport.endpoint(rank, setup.world)
-    except UserError as e:                  # out of descriptors or memory: say so, not just die
-        text = f"{type(e).__name__}: {e}"
-        M.send(conn, M.Failed(rank, "start-up", f"{type(e).__name__}: {e.message}", text,
-                           type(e).__name__, e.code, None))
+    except Exception as e:                  # say why, not just die: the caller reports it
+        M.send(conn, _start_up_failure(rank, e))
         return M.EXIT_FAILED
     # host tensors: mapped by name, or (an MPI process sharing no memory with
     # process 0) fetched over RMA per dispatch and written back before the
@@ -175,6 +173,18 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
             return M.EXIT_FAILED
         # publish progress for host-tensor dependencies of other ranks
         rc.dispatch_done(msg.seq)
+
+
+def _start_up_failure(rank: int, exc: Exception) -> M.Failed:
+    """What a rank that could not reach the control block or its transport
+    reports: a user error (out of descriptors or memory) by its message, any
+    other exception -- a defect -- with its whole traceback."""
+    if isinstance(exc, UserError):
+        return M.Failed(rank, "start-up", f"{type(exc).__name__}: {exc.message}",
+                        f"{type(exc).__name__}: {exc}", type(exc).__name__, exc.code, None)
+    text = "".join(traceback.format_exception(exc)).rstrip()
+    return M.Failed(rank, "start-up", f"{type(exc).__name__}: {exc}", text,
+                    type(exc).__name__, None, None)
 
 
 def _materialize(desc, rank, transport, hosts, shape, views=None, image_key=None):
