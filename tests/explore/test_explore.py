@@ -11,6 +11,7 @@ import pytest
 from tilecomm.errors import ConfigError, DataRaceError, DeadlockError, RankFailure
 from tilecomm.testing import explore, replay
 from tilecomm.check.schedules import Search
+from tilecomm.check.schedules import ADD, WRITE
 from tilecomm.testing.exploration import _Runs, decode, encode
 
 from programs_explore import (PROTOCOLS, collective_main, collective_reference, deferred,
@@ -176,6 +177,19 @@ def _outcome(steps, found) -> tuple:
     seen = sorted((s.actor, s.text.split(": ", 1)[1].split("  at ")[0]) for s in steps
                   if " sees " in s.text)
     return tuple(seen), found[0] if found else None
+
+
+@pytest.mark.parametrize("name, n, effect", [("eq_counter", 3, ADD), ("set_overwrite", 2, WRITE)])
+def test_a_notify_step_carries_its_own_effect(name, n, effect):
+    """Adds to one cell commute, so the search need not try both orders of
+    two; a set does not.  The step of a kernel's notify says which it was."""
+    runs = _Runs(PROTOCOLS[name][0](), inputs(n), n, None, 500)
+    try:
+        steps, _ = runs.run(())
+    finally:
+        runs.close()
+    notifies = [s for s in steps if ": notify " in s.text]
+    assert notifies and {s.effect for s in notifies} == {effect}, notifies
 
 
 @pytest.mark.parametrize("name, twin, n", [("eq_counter", False, 3), ("set_overwrite", True, 2)])

@@ -351,10 +351,13 @@ class ExploringEndpoint:
         return getattr(self.real, name)
 
     # ------------------------------------------------------------ signals
-    def grant_signal(self, cell) -> None:
-        """Take a notify's turn now (before the race check's sequencer lock)."""
+    def grant_signal(self, cell, op) -> None:
+        """Take a notify's turn now (before the race check's sequencer lock).
+        Its step is logged as taken, so it carries the notify's own effect:
+        two adds to one cell commute, a set does not."""
         target = self.ex.cell_target(cell)
-        self.ex.granted = (cell, self.ex.step(WRITE, target), target)
+        effect = ADD if op == NOTIFY_ADD else WRITE
+        self.ex.granted = (cell, self.ex.step(effect, target), target)
 
     def signal(self, cell, op, value):
         ex = self.ex
@@ -468,7 +471,7 @@ class ExploringRankContext(RankContext):
         cell = target.cells.get((peer, offsets))
         if cell is None:
             cell = self._cell(target, peer, offsets, "pld.system.notify")
-        self.transport.grant_signal(cell)
+        self.transport.grant_signal(cell, op)
         return super().notify(target, peer, offsets, value, op)
 
     def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
