@@ -489,8 +489,8 @@ FIXES = {
              "communication ops (no clocks, random numbers or process ids)",
     "TC603": "wait on a signal instead of polling window memory in a loop, or raise "
              "max_steps",
-    "TC604": "explore programs without deferred waits, on one machine, with a world size and "
-             "schedule token from a previous exploration",
+    "TC604": "explore programs without deferred waits or tasks that must run at once, on "
+             "one machine, with a world size and schedule token from a previous exploration",
     "TC701": "use one notify op per signal cell: Set for flags, AtomicAdd for counters",
     "TC702": "wait with Ge for the total of the adds, not Eq",
     "TC703": "make the threshold one the notifies can reach (count the notifiers and their "

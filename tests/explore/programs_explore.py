@@ -285,3 +285,16 @@ def overrun(x: X, y: Y, win: WIN, sig: SIG) -> pl.Tensor[[R, S], pl.FP32]:
 @pl.jit
 def overrun_chip(x: X, y: Y, win: WIN, sig: SIG):
     return overrun(x, y, win, sig)
+
+
+@pl.jit
+def gated_tasks(x: X, y: Y, win: WIN, sig: SIG):
+    """Two tasks of one rank that must run at once: ``produce`` waits for a
+    gate that ``release``, submitted after it and independent of it, opens."""
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="produce"):
+        pld.system.wait(sig, offsets=[0, 0], expected=1, cmp=GE)
+        y = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], y)
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="release"):
+        pld.system.notify(sig, peer=pld.rank(pld.get_comm_ctx(sig)), offsets=[0, 0], value=1,
+                          op=SET)
+    return y

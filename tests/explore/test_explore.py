@@ -10,12 +10,12 @@ import pytest
 
 from tilecomm.errors import ConfigError, DataRaceError, DeadlockError, RankFailure
 from tilecomm.testing import explore, replay
-from tilecomm.check.schedules import Search
-from tilecomm.check.schedules import ADD, WRITE
+from tilecomm.check.schedules import ADD, WRITE, Search
+from tilecomm.runtime import DistributedConfig, RunConfig
 from tilecomm.testing.exploration import _Runs, decode, encode
 
 from programs_explore import (PROTOCOLS, collective_main, collective_reference, deferred,
-                              host_of, inputs, overrun_chip, ring_reference,
+                              gated_tasks, host_of, inputs, overrun_chip, ring_reference,
                               send_then_receive)
 
 ERRORS = {"deadlock": DeadlockError, "race": DataRaceError}
@@ -221,3 +221,20 @@ def test_the_search_reaches_every_outcome_that_some_schedule_reaches(name, twin,
         runs.close()
     assert searched == every
     assert search.runs < schedules / 10      # ... in a fraction of the schedules
+
+
+def test_two_tasks_of_a_rank_needed_at_once_are_refused_not_called_a_deadlock():
+    """Explored ranks run their tasks on one core: a program that needs a
+    second core of a rank gets no verdict (an ordinary run with two cores
+    completes it), rather than a deadlock report that is not true."""
+    main = host_of(gated_tasks)
+    xs, ys = inputs(2)
+    main(xs, ys, config=RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1]),
+                                  cores=2))
+    np.testing.assert_array_equal(ys[:, 0], xs[:, 0])
+    with pytest.raises(ConfigError) as ei:
+        explore(main, *inputs(2), world_size=2, time_budget_s=30)
+    e = ei.value
+    assert e.code == "TC604"
+    assert "task 'produce' holds the core" in e.message and "task 'release'" in e.message
+    assert "programs_explore.py" in e.message

@@ -57,6 +57,11 @@ class TaskWait(BlockedWait):
         d = super().as_dict()
         d.update(task=self.task, task_span=self.task_span, tid=self.tid,
                  deferred=self.core < 0, core=self.core)
+        # tasks of this rank ready to run with no core free: at quiescence a
+        # free core would have taken them, so every core is held
+        snap, spans = (self.tasks.snapshot, self.tasks.spans) if self.tasks else ({}, {})
+        d["ready_without_core"] = [(e["task"], spans.get(e["loc"]))
+                                   for e in snap.get("ready", [])]
         if self.cmp == CMP_GE_U:
             d["cmp"] = "Ge"
             d["value"] = self.value & 0xFFFFFFFF

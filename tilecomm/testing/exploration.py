@@ -116,6 +116,25 @@ def decode(token: str) -> tuple:
                           code="TC604") from None
 
 
+def _refuse_if_cores_ran_out(e: DeadlockError) -> None:
+    """An explored rank runs its tasks on one core.  A run stuck with a task
+    blocked in a wait on that core while another task of the rank is ready
+    may be stuck only for want of a second core, which the program would
+    have: no verdict, rather than a deadlock that may not be one."""
+    for b in e.blocked:
+        ready = b.get("ready_without_core")
+        if ready and b.get("core", -1) >= 0:
+            task, span = ready[0]
+            raise ConfigError(
+                f"explore runs each rank's tasks one at a time on one core, and this program "
+                f"needs two of rank {b['rank']}'s at once: task '{b['task']}' holds the core, "
+                f"blocked in pld.system.wait at {b['span']}, while task '{task}'"
+                f"{f' (at {span})' if span else ''} is ready; explore cannot check it",
+                code="TC604",
+                hint="explore the protocol written without concurrent tasks; ordinary runs "
+                     "with RunConfig(detect_races=True) still check this program for races")
+
+
 def _fresh(args) -> list:
     """Copies of the host tensors (each schedule starts from the same values)."""
     out = []
@@ -175,6 +194,7 @@ class _Runs:
             return plan.steps, ("race", e)
         except DeadlockError as e:
             self._restart()
+            _refuse_if_cores_ran_out(e)
             return plan.steps, ("deadlock", e)
         except RankFailure as e:
             self._restart()
