@@ -1,5 +1,6 @@
 """``tilecomm explore FILE.py::NAME``: the search from the command line, its
 report, and the replay of the schedule it prints."""
+import pathlib
 import re
 import textwrap
 
@@ -84,3 +85,12 @@ def test_bad_targets_and_arguments_are_usage_errors(tmp_path, args, message):
     path = program(tmp_path, "Ge")
     res = CliRunner().invoke(main, ["explore", *[a.format(path=path) for a in args]])
     assert res.exit_code == 2 and message in res.output, res.output
+
+
+def test_a_program_explore_refuses_is_an_error_message_not_a_traceback():
+    """examples/dependency_inference.py needs two tasks of a rank at once."""
+    example = pathlib.Path(__file__).parents[2] / "examples" / "dependency_inference.py"
+    res = CliRunner().invoke(main, ["explore", f"{example}::main", "--ranks", "2"])
+    assert res.exit_code == 1, res.output
+    assert "error[TC604]" in res.output and "task 'produce' holds the core" in res.output
+    assert "Traceback" not in res.output

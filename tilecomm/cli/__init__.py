@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UserError
 from .check import check
 from .doctor import doctor
 from .explore import explore_cmd
@@ -16,7 +17,19 @@ from .ops import ops
 from .trace import trace
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """A verb's user error (a program or argument tilecomm refuses) is the
+    answer, not a crash: its message, exit status 1, no traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            click.echo(str(e), err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tilecomm", prog_name="tilecomm")
 def main():
     """tilecomm: PyPTO's distributed tile programs (pl + pld) on real processes,
