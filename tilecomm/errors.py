@@ -315,6 +315,8 @@ CODES = {
     "TC705": "a collective's signal window also used by hand-rolled notifies or waits",
     "TC706": "a notify in a pl.split_aiv body that every lane issues (fires once per lane)",
     "TC707": "a window its peers store into, read by its owner before any wait",
+    "TC708": "a peer's window copy that is written during the call, read with remote_load "
+             "or get before any wait",
 }
 
 # How to fix each code: one hint per entry of CODES (the error reference of
@@ -500,4 +502,5 @@ FIXES = {
     "TC706": "issue the notify from one lane only (`if aiv_id == 0:`), or make the cell "
              "depend on aiv_id",
     "TC707": "wait for the peers' notifies before the owner reads the window",
+    "TC708": "wait for the owner's notify (its data is in place) before remote_load or get",
 }

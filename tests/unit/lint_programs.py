@@ -229,6 +229,59 @@ def read_own_row_without_waiting(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
     return y
 
 
+# ---------------------------------------------------------------- TC708
+@pl.jit.incore
+def remote_load_without_waiting(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    data = pl.store(pl.load(x, [0, 0], [1, SIZE]), [me, 0], data)
+    pld.system.notify(sig, peer=1 - me, offsets=[me, 0], value=1, op=SET)
+    t = pld.tile.remote_load(data, peer=1 - me, offsets=[1 - me, 0], shape=[1, SIZE])  # W:TC708
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def get_without_waiting(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    data = pl.store(pl.load(x, [0, 0], [1, SIZE]), [me, 0], data)
+    pld.system.notify(sig, peer=1 - me, offsets=[me, 0], value=1, op=SET)
+    pld.tensor.get(y, 1 - me, data)  # W:TC708
+    pld.system.wait(sig, offsets=[1 - me, 0], expected=1, cmp=GE)
+    return y
+
+
+@pl.jit.incore
+def remote_load_after_the_wait(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    data = pl.store(pl.load(x, [0, 0], [1, SIZE]), [me, 0], data)
+    pld.system.notify(sig, peer=1 - me, offsets=[me, 0], value=1, op=SET)
+    pld.system.wait(sig, offsets=[1 - me, 0], expected=1, cmp=GE)
+    t = pld.tile.remote_load(data, peer=1 - me, offsets=[1 - me, 0], shape=[1, SIZE])
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def remote_load_of_a_row_nobody_writes(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    # the peer writes its own row of its copy; this rank reads the other row
+    me = pld.rank(pld.get_comm_ctx(sig))
+    data = pl.store(pl.load(x, [0, 0], [1, SIZE]), [me, 0], data)
+    t = pld.tile.remote_load(data, peer=1 - me, offsets=[me, 0], shape=[1, SIZE])
+    y = pl.store(t, [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def get_then_permit(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    # read the peer's copy first, then tell the peer it may overwrite it
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.tensor.get(y, 1 - me, data)
+    pld.system.notify(sig, peer=1 - me, offsets=[me, 0], value=1, op=SET)
+    pld.system.wait(sig, offsets=[1 - me, 0], expected=1, cmp=GE)
+    data = pl.store(pl.load(x, [0, 0], [1, SIZE]), [me, 0], data)
+    return y
+
+
 FIRES = {
     "TC701": [set_then_add],
     "TC702": [eq_wait_below_the_total],
@@ -237,6 +290,7 @@ FIRES = {
     "TC705": [barrier_signal_also_notified],
     "TC706": [split_aiv_unguarded_notify],
     "TC707": [read_without_waiting],
+    "TC708": [remote_load_without_waiting, get_without_waiting],
 }
 NEAR_MISSES = {
     "TC701": [set_and_add_on_two_cells, set_and_add_on_a_cell_read_at_run_time],
@@ -246,4 +300,5 @@ NEAR_MISSES = {
     "TC705": [barrier_and_notify_on_separate_windows],
     "TC706": [split_aiv_guarded_notify, split_aiv_sharded_notify],
     "TC707": [store_before_notify, read_own_row_without_waiting],
+    "TC708": [remote_load_after_the_wait, remote_load_of_a_row_nobody_writes, get_then_permit],
 }

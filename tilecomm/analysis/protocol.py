@@ -112,8 +112,8 @@ def overlap(a: Region, b: Region) -> bool | None:
 
 
 # event kinds
-NOTIFY, WAIT, REMOTE_WRITE, READ, WRITE, COLLECTIVE = (
-    "notify", "wait", "remote_write", "read", "write", "collective")
+NOTIFY, WAIT, REMOTE_WRITE, REMOTE_READ, READ, WRITE, COLLECTIVE = (
+    "notify", "wait", "remote_write", "remote_read", "read", "write", "collective")
 
 
 class Event(NamedTuple):
@@ -125,7 +125,7 @@ class Event(NamedTuple):
     site: int                  # id of the IR call: one source site, many events
     region: Region | None      # the cell of a notify / wait, the data of the others
     buf: object                # the buffer (None: unknown window)
-    peer: int | None = None    # the rank whose copy a notify / remote write reaches
+    peer: int | None = None    # the rank whose copy a notify / remote access reaches
     op: object = None          # NotifyOp, WaitCmp, AtomicType or the collective's name
     value: int | None = None   # notify value / wait expected
     certain: bool = True       # runs exactly once where it stands
@@ -467,6 +467,9 @@ class ProtocolRun:
                     self.emit(REMOTE_WRITE, e, w, self._data_region(e, args, pname),
                               peer=self._peer(w, args.get("peer")),
                               op=_const(args.get("atomic")) or AtomicType.None_)
+                elif Effect.REMOTE_READ in rec.effects:
+                    self.emit(REMOTE_READ, e, w, self._data_region(e, args, pname),
+                              peer=self._peer(w, args.get("peer")))
                 continue
             writes = pname in rec.writes or (not rec.writes and Effect.WRITE in rec.effects)
             self.emit(WRITE if writes else READ, e, w, self._data_region(e, args, pname))
@@ -474,14 +477,14 @@ class ProtocolRun:
     def emit(self, kind, e, w, region, site=None, span=None, rank=None, **kw):
         buf = w.buf if isinstance(w, Window) else None
         if buf is None:
-            if kind in (NOTIFY, WAIT, REMOTE_WRITE):
-                self.partial = True      # a signal or remote write on a window lost track of
+            if kind in (NOTIFY, WAIT, REMOTE_WRITE, REMOTE_READ):
+                self.partial = True      # a signal or remote access on a window lost track of
             return
         r = self.rank if rank is None else rank
         if r is None:
             return
         if not self.certain or region is None or \
-                (kind in (NOTIFY, REMOTE_WRITE) and kw.get("peer") is None) or \
+                (kind in (NOTIFY, REMOTE_WRITE, REMOTE_READ) and kw.get("peer") is None) or \
                 (kind in (NOTIFY, WAIT) and (region.cell() is None or kw.get("value") is None)):
             self.inexact.add(buf)
         self.events.append(Event(kind, r, next(self.seq), self.activation, span or e.span,
@@ -517,6 +520,8 @@ class ProtocolRun:
         a = e.args
         if name == "pl.load":
             return _region(w, args.get("offsets"), args.get("shapes"))
+        if "remote_load" in name:
+            return _region(w, args.get("offsets"), args.get("shape"))
         if name in ("pl.read", "pl.write"):
             offs = args.get("offset")
             return _region(w, offs, (1,) * len(offs) if isinstance(offs, tuple) else None)
@@ -619,5 +624,5 @@ def protocol_facts(prog: N.ProgramIR, facts) -> ProtocolFacts:
     return ProtocolRun(prog, facts).run()
 
 
-__all__ = ["COLLECTIVE", "Event", "NOTIFY", "ProtocolFacts", "READ", "REMOTE_WRITE", "Region",
-           "UNKNOWN", "WAIT", "WRITE", "Window", "overlap", "protocol_facts"]
+__all__ = ["COLLECTIVE", "Event", "NOTIFY", "ProtocolFacts", "READ", "REMOTE_READ", "REMOTE_WRITE",
+           "Region", "UNKNOWN", "WAIT", "WRITE", "Window", "overlap", "protocol_facts"]

@@ -1,14 +1,15 @@
-"""The protocol lint's rules (``TC701``-``TC707``), one small rule per pattern.
+"""The protocol lint's rules (``TC701``-``TC708``), one small rule per pattern.
 
 They read ``ProtocolFacts``: per rank, in program order, every notify, wait,
-remote write, local window access and collective, with what is known of its
+remote write and read, local window access and collective, with what is known of its
 peer, cell and value.  A cell is (the rank whose copy it is, buffer, byte
 offset); a notify reaches its peer's cell, a wait watches its own rank's."""
 from __future__ import annotations
 
 import itertools
 
-from ..analysis.protocol import (COLLECTIVE, NOTIFY, READ, REMOTE_WRITE, WAIT, WRITE, overlap)
+from ..analysis.protocol import (COLLECTIVE, NOTIFY, READ, REMOTE_READ, REMOTE_WRITE, WAIT,
+                                 WRITE, overlap)
 from ..errors import TilecommWarning
 from ..ir.enums import NotifyOp, WaitCmp
 from .lint import lint_rule
@@ -244,6 +245,45 @@ def split_aiv_double_notify(pf, prog):
             hint="guard it with `if aiv_id == 0:` or make the cell depend on aiv_id")
 
 
+def _sync_points(pf):
+    """Per rank, in program order: its first wait or collective (``synced``:
+    nothing before it is ordered after a peer), its last notify to each peer
+    (``permits``, key (rank, None) for an unknown peer) and its last
+    collective (``released``): a read before a later permit or collective
+    may be the protocol "read first, then tell the writer it may write"."""
+    synced: dict = {}
+    permits: dict = {}
+    released: dict = {}
+    for e in sorted(pf.events, key=lambda e: e.seq):
+        if e.kind in (WAIT, COLLECTIVE):
+            synced.setdefault(e.rank, e.seq)
+        if e.kind == NOTIFY:
+            permits[(e.rank, e.peer)] = e.seq
+        if e.kind == COLLECTIVE:
+            released[e.rank] = e.seq
+    return synced, permits, released
+
+
+def _unordered_reads(pf, reads, writes_into):
+    """(read, write) pairs: a read before its rank's first wait or
+    collective, overlapping a write into the copy it reads (``writes_into``:
+    (owner rank, buffer) -> writes) by another rank that no later notify or
+    collective of the reader could be holding back."""
+    synced, permits, released = _sync_points(pf)
+    for e, owner in reads:
+        if e.region is None or e.seq > synced.get(e.rank, float("inf")):
+            continue
+        for s in writes_into.get((owner, e.buf), ()):
+            if s.rank == e.rank:
+                continue
+            later = max(permits.get((e.rank, s.rank), -1), permits.get((e.rank, None), -1),
+                        released.get(e.rank, -1))
+            if later > e.seq or not overlap(s.region, e.region):
+                continue
+            yield e, s
+            break
+
+
 @lint_rule("unwaited-remote-data", "TC707")
 def unwaited_remote_data(pf, prog):
     """A rank reads its window copy where peers store data, with no wait of any
@@ -257,28 +297,41 @@ def unwaited_remote_data(pf, prog):
         if e.kind == REMOTE_WRITE and e.peer is not None and e.peer != e.rank and \
                 e.region is not None:
             incoming.setdefault((e.peer, e.buf), []).append(e)
-    synced: dict = {}          # rank -> its first wait or collective
-    permits: dict = {}         # (rank, peer) -> its last notify to peer (None: unknown peer)
-    released: dict = {}        # rank -> its last collective
-    for e in sorted(pf.events, key=lambda e: e.seq):
-        if e.kind in (WAIT, COLLECTIVE):
-            synced.setdefault(e.rank, e.seq)
-        if e.kind == NOTIFY:
-            permits[(e.rank, e.peer)] = e.seq
-        if e.kind == COLLECTIVE:
-            released[e.rank] = e.seq
+    reads = [(e, e.rank) for e in pf.events if e.kind == READ]
+    for e, s in _unordered_reads(pf, reads, incoming):
+        yield TilecommWarning(
+            f"rank {e.rank} reads window '{e.buf.name}' here, which rank {s.rank} "
+            f"stores into (line {s.span.line}), without waiting for anything first",
+            code="TC707", span=e.span,
+            hint="wait on a signal the writer notifies after its store (or a "
+                 "pld.tensor.barrier) before reading")
+
+
+@lint_rule("unwaited-peer-data", "TC708")
+def unwaited_peer_data(pf, prog):
+    """A rank reads a peer's window copy (``remote_load``, ``get``) that the
+    peer writes during the call -- or that a third rank stores into -- with
+    no wait of any kind before the read and no notify or collective after it
+    that could hold the writer back: nothing says whether the peer's data is
+    there yet.  The mirror of TC707, seen from the reader's side."""
+    if pf.partial:
+        return
+    writes: dict = {}          # (owner rank, buffer) -> writes into that copy
     for e in pf.events:
-        if e.kind != READ or e.region is None or e.seq > synced.get(e.rank, float("inf")):
+        if e.region is None:
             continue
-        for s in incoming.get((e.rank, e.buf), ()):
-            later = max(permits.get((e.rank, s.rank), -1), permits.get((e.rank, None), -1),
-                        released.get(e.rank, -1))
-            if later > e.seq or not overlap(s.region, e.region):
-                continue
-            yield TilecommWarning(
-                f"rank {e.rank} reads window '{e.buf.name}' here, which rank {s.rank} "
-                f"stores into (line {s.span.line}), without waiting for anything first",
-                code="TC707", span=e.span,
-                hint="wait on a signal the writer notifies after its store (or a "
-                     "pld.tensor.barrier) before reading")
-            break
+        if e.kind == WRITE:
+            writes.setdefault((e.rank, e.buf), []).append(e)
+        elif e.kind == REMOTE_WRITE and e.peer is not None:
+            writes.setdefault((e.peer, e.buf), []).append(e)
+    reads = [(e, e.peer) for e in pf.events
+             if e.kind == REMOTE_READ and e.peer is not None and e.peer != e.rank]
+    for e, s in _unordered_reads(pf, reads, writes):
+        verb = "writes" if s.rank == e.peer else "stores into"
+        yield TilecommWarning(
+            f"rank {e.rank} reads rank {e.peer}'s copy of window '{e.buf.name}' here, "
+            f"which rank {s.rank} {verb} (line {s.span.line}) during the call, without "
+            f"waiting for anything first",
+            code="TC708", span=e.span,
+            hint="wait on a signal the owner notifies once its data is in place (or a "
+                 "pld.tensor.barrier) before the remote_load or get")
