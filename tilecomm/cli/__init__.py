@@ -3,29 +3,38 @@
 One group, a verb a module: ``doctor`` (what this machine offers a run),
 ``ops`` (the op catalogue, from the registry), ``check`` (compile a file's
 programs and lint their protocols without running them), ``trace`` (a run's
-trace summarised and drawn) and ``explore`` (a program run under its ranks'
-schedules).  Built on click; nothing here runs at ``import tilecomm``."""
+trace summarised and drawn), ``explore`` (a program run under its ranks'
+schedules) and ``run`` (a script or program run with checkers chosen on the
+command line).  Built on click; nothing here runs at ``import tilecomm``."""
 from __future__ import annotations
 
 import click
 
-from ..errors import UserError
+from ..errors import InternalError, TilecommError, UserError
 from .check import check
 from .doctor import doctor
 from .explore import explore_cmd
 from .ops import ops
+from .run import run
 from .trace import trace
 
 
 class _Group(click.Group):
-    """A verb's user error (a program or argument tilecomm refuses) is the
-    answer, not a crash: its message, exit status 1, no traceback."""
+    """What tilecomm reports about a program (an error in it or its
+    arguments, a deadlock, a race, a rank's failure) is a verb's answer, not
+    a crash: its report, exit status 1, no traceback of the command's own.
+    A defect of tilecomm itself (InternalError) keeps its traceback."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except UserError as e:
-            click.echo(str(e), err=True)
+        except InternalError:
+            raise
+        except TilecommError as e:
+            # a user error renders as file:line:col: error[TCnnn]: ...; the
+            # reports (deadlock, races, a rank's failure) are named by type
+            click.echo(str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}",
+                       err=True)
             ctx.exit(1)
 
 
@@ -43,6 +52,8 @@ def main():
       tilecomm check prog.py --ranks 4  compile and lint prog.py's programs
       tilecomm trace merged.json        a trace's time per rank, waits, critical path
       tilecomm explore prog.py::main    run main under its ranks' schedules
+      tilecomm run --detect-races prog.py --ranks 4
+                                        run a script with every call race-checked
     """
 
 
@@ -51,5 +62,6 @@ main.add_command(ops)
 main.add_command(trace)
 main.add_command(check)
 main.add_command(explore_cmd, name="explore")
+main.add_command(run)
 
 __all__ = ["main"]

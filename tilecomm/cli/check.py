@@ -11,19 +11,9 @@ import click
 from ..ir.kinds import HOST
 from ..ir.types import TensorType
 from ..runtime.config import PLATFORMS
+from .arguments import dim_values
 from .programs import (Diagnostic, compile_target, default_ranks, import_error, load_module,
                        targets)
-
-
-def _dims(values) -> dict:
-    out = {}
-    for v in values:
-        name, sep, num = v.partition("=")
-        if not sep or not name.isidentifier() or not num.strip().isdigit() or int(num) <= 0:
-            raise click.BadParameter(f"expected NAME=VALUE with a positive integer value, got "
-                                     f"{v!r}", param_hint="--dim")
-        out[name] = int(num)
-    return out
 
 
 def _takes_windows(entry) -> bool:
@@ -111,10 +101,10 @@ def check(file, ranks, dims, platform, strict, fmt):
 
     Exit status: 0 clean, 1 on errors (and on warnings with --strict).
     """
-    dim_values = _dims(dims)
+    bound = dim_values(dims)
     sizes = list(dict.fromkeys(ranks)) or [default_ranks(file)]
     show = fmt == "text" and sys.stderr.isatty()
-    diags = run_check(file, sizes, dim_values, platform, show_progress=show)
+    diags = run_check(file, sizes, bound, platform, show_progress=show)
     errors = sum(d.severity == "error" for d in diags)
     warns = sum(d.severity == "warning" for d in diags)
     if fmt == "json":

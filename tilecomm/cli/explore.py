@@ -3,63 +3,13 @@ schedules of its ranks' visible operations (``tilecomm.testing.explore``)
 and print the first failure with the schedule that leads to it."""
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import click
-import numpy as np
 
-from ..ir.annotations import annotation_type
-from ..ir.functions import KernelFunction
-from ..ir.kinds import HOST
-from ..ir.types import Dim, ScalarType, TensorType, bind_shape
 from ..testing.exploration import explore, replay
-from .check import _dims
-from .programs import _annotation, default_ranks, load_module
-
-
-def host_args(entry: KernelFunction, world: int, dims: dict, scalars: dict) -> list:
-    """Arguments for ``entry`` from its annotations: inputs of small integers
-    (sums stay exact) from a fixed seed, outputs zero; every ``pl.dynamic``
-    dim not in ``dims`` is the world size."""
-    rng = np.random.default_rng(0)
-    code = entry.fn.__code__
-    out = []
-    for name in code.co_varnames[:code.co_argcount]:
-        t = annotation_type(_annotation(entry, name))
-        if isinstance(t, ScalarType):
-            if name not in scalars:
-                raise click.UsageError(f"parameter {name!r} is a scalar: give its value with "
-                                       f"--scalar {name}=VALUE")
-            out.append(scalars[name])
-            continue
-        if not isinstance(t, TensorType) or t.shape is None:
-            raise click.UsageError(f"parameter {name!r} has no tensor shape in its annotation "
-                                   f"(pl.Tensor[[shape], dtype]): explore cannot make it")
-        free = {v for d in t.shape if isinstance(d, Dim) for v in d.free_vars()}
-        shape = bind_shape(t.shape, {v: dims.get(v.name, world) for v in free})
-        if not all(isinstance(d, int) for d in shape):
-            raise click.UsageError(f"parameter {name!r}: shape {shape} is not a constant "
-                                   f"once its dims are bound; bind them with --dim")
-        dtype = t.dtype.np_dtype
-        if t.direction == "Out":
-            out.append(np.zeros(shape, dtype))
-        else:
-            out.append(rng.integers(-8, 8, shape).astype(dtype))
-    return out
-
-
-def _scalars(values) -> dict:
-    out = {}
-    for v in values:
-        name, sep, num = v.partition("=")
-        try:
-            out[name] = float(num) if "." in num else int(num)
-        except ValueError:
-            sep = ""
-        if not sep or not name.isidentifier():
-            raise click.BadParameter(f"expected NAME=NUMBER, got {v!r}", param_hint="--scalar")
-    return out
+from .arguments import dim_values, host_args, host_entry, scalar_values
+from .programs import default_ranks
 
 
 def _progress(show: bool):
@@ -103,16 +53,9 @@ def explore_cmd(target, ranks, dims, scalars, time_budget, token):
 
     Exit status: 0 no failure, 1 a failure (or the replayed schedule failed).
     """
-    path, sep, name = target.rpartition("::")
-    if not sep or not name:
-        raise click.UsageError(f"expected FILE.py::NAME, got {target!r}")
-    with contextlib.redirect_stdout(sys.stderr):     # the file's own prints
-        module = load_module(path)
-    entry = getattr(module, name, None)
-    if not isinstance(entry, KernelFunction) or entry.kind != HOST:
-        raise click.UsageError(f"{name} in {path} is not a @pl.jit.host function")
+    path, entry = host_entry(target)
     world = ranks or default_ranks(path)
-    args = host_args(entry, world, _dims(dims), _scalars(scalars))
+    args = host_args(entry, world, dim_values(dims), scalar_values(scalars))
     if token:
         try:
             replay(entry, *args, schedule=token, world_size=world)
