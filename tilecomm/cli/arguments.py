@@ -18,6 +18,28 @@ from ..ir.types import Dim, ScalarType, TensorType, bind_shape
 from .programs import _annotation, load_module
 
 
+def program_options(max_ranks: int, only: str = ""):
+    """The options that say how to call a ``FILE.py::NAME`` program:
+    ``--ranks``, ``--dim``, ``--scalar`` (``only``: a note that starts each
+    help text, for a verb that also takes other targets)."""
+    options = [
+        click.option("--ranks", "-n", type=click.IntRange(1, max_ranks), default=None,
+                     help=f"{only}The world size.  Default: the size the file's own "
+                          f"DistributedConfig(device_ids=...) spells literally, else 2."),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                     help=f"{only}Bind the pl.dynamic dim NAME of the parameters "
+                          f"(repeatable); unbound dims are the world size."),
+        click.option("--scalar", "scalars", multiple=True, metavar="NAME=NUMBER",
+                     help=f"{only}The value of a scalar parameter (repeatable)."),
+    ]
+
+    def apply(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return apply
+
+
 def host_entry(target: str) -> tuple:
     """(path, the @pl.jit.host function) that ``FILE.py::NAME`` names; the
     file's own prints during its import go to stderr."""

@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..testing.exploration import explore, replay
-from .arguments import dim_values, host_args, host_entry, scalar_values
+from .arguments import dim_values, host_args, host_entry, program_options, scalar_values
 from .programs import default_ranks
 
 
@@ -23,14 +23,7 @@ def _progress(show: bool):
 
 @click.command()
 @click.argument("target", metavar="FILE.py::NAME")
-@click.option("--ranks", "-n", type=click.IntRange(1, 16), default=None,
-              help="World size.  Default: the size the file's own "
-                   "DistributedConfig(device_ids=...) spells literally, else 2.")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
-              help="Bind the pl.dynamic dim NAME of the parameters (repeatable); unbound "
-                   "dims are the world size.")
-@click.option("--scalar", "scalars", multiple=True, metavar="NAME=NUMBER",
-              help="The value of a scalar parameter (repeatable).")
+@program_options(max_ranks=16)
 @click.option("--time-budget", type=click.FloatRange(0), default=60.0, show_default=True,
               help="Seconds the search may take ($TILECOMM_EXPLORE_BUDGET scales it).")
 @click.option("--replay", "token", metavar="SCHEDULE",

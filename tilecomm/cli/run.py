@@ -20,7 +20,7 @@ import numpy as np
 from ..ir.annotations import annotation_type
 from ..ir.types import TensorType
 from ..runtime.config import ALL_TRANSPORTS, LINT_MODES, DistributedConfig, RunConfig
-from .arguments import dim_values, host_args, host_entry, scalar_values
+from .arguments import dim_values, host_args, host_entry, program_options, scalar_values
 from .programs import _annotation, default_ranks
 
 # option -> the variable ``from_env`` reads for it
@@ -101,14 +101,7 @@ def run_program(target: str, ranks, dims, scalars, detect_races, transport, lint
               help="The transport of every call (TILECOMM_TRANSPORT).")
 @click.option("--lint", type=click.Choice(LINT_MODES),
               help="The protocol lint at compile time (TILECOMM_LINT): warn, error or off.")
-@click.option("--ranks", "-n", type=click.IntRange(1, 1024), default=None,
-              help="FILE.py::NAME only: the world size.  Default: the size the file's own "
-                   "DistributedConfig(device_ids=...) spells literally, else 2.")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
-              help="FILE.py::NAME only: bind the pl.dynamic dim NAME (repeatable); unbound "
-                   "dims are the world size.")
-@click.option("--scalar", "scalars", multiple=True, metavar="NAME=NUMBER",
-              help="FILE.py::NAME only: the value of a scalar parameter (repeatable).")
+@program_options(max_ranks=1024, only="FILE.py::NAME only.  ")
 @click.argument("target", metavar="SCRIPT.py|FILE.py::NAME")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(detect_races, transport, lint, ranks, dims, scalars, target, args):
