@@ -28,3 +28,13 @@ def test_a_control_block_over_rma_refuses_the_check_on_every_process():
     run = run_mpi(2, [RACES, "nodes", "2"], timeout=180, env={"TILECOMM_MPI_DIRECT": "0"})
     assert run.returncode == 0, run.output
     assert run.rank_out == [f"REFUSED {r}\n" for r in range(2)], run.output
+
+
+@pytest.mark.parametrize("option", [[], ["--detect-races"]])
+def test_tilecomm_run_turns_the_check_on_in_every_process(option):
+    """``mpiexec -n 2 tilecomm run --detect-races SCRIPT``: the option travels
+    in the environment to every process of the job."""
+    run = run_mpi(2, ["-m", "tilecomm", "run", *option, RACES, "unset", "2"], timeout=180)
+    assert run.returncode == 0, run.output
+    want = "RACED {} 2\n" if option else "UNCHECKED {}\n"
+    assert run.rank_out == [want.format(r) for r in range(2)], run.output

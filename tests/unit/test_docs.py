@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tilecomm.cli import main
 from tilecomm.cli.ops import catalogue
 from tilecomm.errors import CODES, FIXES
 
@@ -111,3 +112,8 @@ def test_the_api_reference_documents_the_callers_classes(site):
     for name in ("RunConfig", "DistributedConfig", "DistributedWorker", "DeadlockError",
                  "DataRaceError", "explore", "replay", "ExploreResult", "Failure"):
         assert re.search(rf"\b{name}\b", text), name
+
+
+def test_the_command_page_shows_every_verb(site):
+    text = _text(os.path.join(site, "guide", "command", "index.html"))
+    assert [v for v in main.commands if f"tilecomm {v} " not in text] == []

@@ -59,11 +59,12 @@ def host_entry(target: str) -> tuple:
 def host_args(entry: KernelFunction, world: int, dims: dict, scalars: dict) -> list:
     """Arguments for ``entry`` from its annotations: inputs of small integers
     (sums stay exact) from a fixed seed, outputs zero; every ``pl.dynamic``
-    dim not in ``dims`` is the world size."""
+    dim not in ``dims`` is the world size.  (``self`` of a ``@pl.program``
+    method is no argument.)"""
     rng = np.random.default_rng(0)
     code = entry.fn.__code__
     out = []
-    for name in code.co_varnames[:code.co_argcount]:
+    for name in code.co_varnames[int(entry.is_method):code.co_argcount]:
         t = annotation_type(_annotation(entry, name))
         if isinstance(t, ScalarType):
             if name not in scalars:

@@ -1,144 +1,255 @@
-"""``tilecomm run``: run a script, or one program of a file, with the
-run-time checkers chosen on the command line.
+"""``tilecomm run``: a user's script, or one program of a file, run with the
+run-time checkers switched on from the command line.
 
-``tilecomm run [OPTIONS] SCRIPT.py [ARGS]...`` runs the script as ``python
-SCRIPT.py ARGS...`` would; the options reach every call it makes through
-the environment the runtime reads (``runtime/config.py: from_env``), so ranks
-it starts and processes of an ``mpiexec`` job see them too.
-``tilecomm run [OPTIONS] FILE.py::NAME`` calls one HOST program once, with
-arguments made from its annotations, and prints what it wrote."""
+Two forms, told apart by ``::`` in the target:
+
+* ``tilecomm run SCRIPT.py ARGS...`` runs the script as ``python SCRIPT.py
+  ARGS...`` would, in this process.  The options reach the runtime through
+  the environment variables ``runtime/config.py: from_env`` reads (the one
+  place they are read), set before the script starts: so every call the
+  script makes, ranks it forks, and every process of ``mpiexec -n N tilecomm
+  run SCRIPT.py`` see them.
+* ``tilecomm run FILE.py::NAME`` calls one ``@pl.jit.host`` program (or
+  ``@pl.program`` class) of the file once, with arguments made from its
+  annotations (as ``tilecomm explore`` makes them), the options given as
+  its ``RunConfig``, and prints a checksum of each output."""
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
-import traceback
+import time
 
 import click
 import numpy as np
 
-from ..ir.annotations import annotation_type
-from ..ir.types import TensorType
+from ..errors import InternalError, TilecommError
+from ..ir import compile as compile_program
+from ..ir.enums import ParamDirection
+from ..ir.functions import KernelFunction, ProgramClass
+from ..ir.kinds import HOST
 from ..runtime.config import ALL_TRANSPORTS, LINT_MODES, DistributedConfig, RunConfig
-from .arguments import dim_values, host_args, host_entry, program_options, scalar_values
-from .programs import _annotation, default_ranks
+from .arguments import dim_values, host_args, program_options, scalar_values
+from .programs import default_ranks, load_module, targets
 
-# option -> the variable ``from_env`` reads for it
-ENV = {"detect_races": "TILECOMM_DETECT_RACES", "transport": "TILECOMM_TRANSPORT",
-       "lint": "TILECOMM_LINT"}
-
-
-def script_env(detect_races: bool, transport, lint) -> dict:
-    """The variables that carry the options to every call of a script."""
-    out = {}
-    if detect_races:
-        out[ENV["detect_races"]] = "1"
-    if transport:
-        out[ENV["transport"]] = transport
-    if lint:
-        out[ENV["lint"]] = lint
-    return out
+# option -> the variable ``from_env`` reads for it (the script form)
+ENV_OF = {"detect_races": "TILECOMM_DETECT_RACES", "transport": "TILECOMM_TRANSPORT",
+          "lint": "TILECOMM_LINT"}
+# options only the FILE.py::NAME form takes (a script reads its own argv)
+PROGRAM_ONLY = ("--ranks", "--dim", "--scalar")
+# the shell's status of a process ended by Ctrl-C (128 + SIGINT)
+INTERRUPTED = 130
 
 
-def run_script(path: str, argv: tuple, env: dict) -> int:
-    """Run ``path`` as ``python path *argv`` would; its exit status."""
-    if not os.path.isfile(path):
-        raise click.UsageError(f"no such script: {path}")
+class _RunCommand(click.Command):
+    """The script form hands everything after SCRIPT.py to the script
+    untouched; the FILE.py::NAME form has no argv of its own, so its options
+    may also follow the target, as in ``tilecomm explore``."""
+
+    def parse_args(self, ctx, args):
+        target = _first_positional(self, args)
+        if target is not None and "::" in target:
+            ctx.allow_interspersed_args = True
+            ctx.ignore_unknown_options = False
+        return super().parse_args(ctx, args)
+
+
+def _first_positional(command, args):
+    """The first argument that is neither an option nor an option's value."""
+    takes_value = {name for p in command.params if isinstance(p, click.Option)
+                   and not p.is_flag for name in p.opts}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return args[i + 1] if i + 1 < len(args) else None
+        if not a.startswith("-") or a == "-":
+            return a
+        i += 2 if a in takes_value else 1
+    return None
+
+
+@click.command(cls=_RunCommand, context_settings={"ignore_unknown_options": True,
+                                                  "allow_interspersed_args": False})
+@click.argument("target", metavar="SCRIPT.py|FILE.py::NAME")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--detect-races", is_flag=True,
+              help="Check every call for data races (TILECOMM_DETECT_RACES=1): a race "
+                   "raises DataRaceError (TC601) naming both accesses.")
+@click.option("--transport", type=click.Choice(ALL_TRANSPORTS),
+              help="How ranks reach each other's windows (TILECOMM_TRANSPORT).  "
+                   "Default: mpi under mpiexec, else shm.")
+@click.option("--lint", type=click.Choice(LINT_MODES),
+              help="The protocol lint at compile time (TILECOMM_LINT): warn, error (a "
+                   "finding is a LintError before any rank starts) or off.  Default: warn "
+                   "up to 32 ranks.")
+@program_options(max_ranks=4096, only="FILE.py::NAME only.  ")
+@click.pass_context
+def run(ctx, target, args, detect_races, transport, lint, ranks, dims, scalars):
+    """Run SCRIPT.py as `python SCRIPT.py ARGS...` would, with the run-time
+    checkers the options name switched on for every call it makes; or call
+    the program NAME of FILE.py once.
+
+    \b
+    SCRIPT.py: the options go before the script; everything after it is the
+    script's own (sys.argv = [SCRIPT.py, ARGS...]).  They are set in the
+    environment before the script starts, so ranks it forks and every
+    process of `mpiexec -n N tilecomm run SCRIPT.py` see them.  A RunConfig
+    field the script sets itself wins over them: RunConfig(detect_races=False),
+    RunConfig(transport="shm") or RunConfig(lint="off") keeps that call as
+    the script says; fields left unset (None, the default) follow the option.
+    Options not given leave the environment as it is.  Exit status: the
+    script's, as under python (an uncaught exception prints its traceback
+    and exits 1; a data race found is the script's uncaught DataRaceError).
+
+    \b
+    FILE.py::NAME: NAME is a module-level @pl.jit.host function or a
+    @pl.program class (Class.entry for one of several HOST entries).  The
+    file is imported under a module name of its own, so its
+    `if __name__ == "__main__":` block does not run.  Arguments come from the
+    annotations: inputs of small integers from a fixed seed, outputs zero.
+    The options are the call's RunConfig.  Prints one line per output
+    (name, shape, dtype, sum, largest magnitude).  Exit status: 0; 1 on a
+    tilecomm error (a data race, a deadlock, a compile error, a rank's
+    failure: its report is printed); 2 on a bad target or option.
+    """
+    if target.startswith("-") and target != "-":
+        raise click.NoSuchOption(target, ctx=ctx)
+    path, sep, name = target.rpartition("::")
+    if sep:
+        if args:
+            raise click.UsageError(f"{target} takes no arguments of its own; got "
+                                   f"{' '.join(args)}")
+        _run_program(path, name, detect_races, transport, lint, ranks, dims, scalars)
+        return
+    given = [opt for opt, v in zip(PROGRAM_ONLY, (ranks, dims, scalars)) if v]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: for FILE.py::NAME only; a script's own "
+                               f"options go after SCRIPT.py")
+    if not os.path.isfile(target):
+        raise click.UsageError(f"no such script: {target}")
+    env = {ENV_OF["detect_races"]: "1" if detect_races else None,
+           ENV_OF["transport"]: transport, ENV_OF["lint"]: lint}
+    sys.exit(run_script(target, list(args), env))
+
+
+# ---------------------------------------------------------------- SCRIPT.py
+def run_script(path: str, argv: list, env: dict) -> int:
+    """Run ``path`` as ``__main__`` with ``sys.argv = [path, *argv]`` and the
+    variables of ``env`` that are not None set; the exit status python would
+    give (a ``SystemExit`` of the script propagates, as under python)."""
+    full = os.path.abspath(path)      # python gives the main script an absolute __file__
+    env = {k: v for k, v in env.items() if v is not None}
+    saved = list(sys.argv), list(sys.path), {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    script = os.path.abspath(path)
     sys.argv = [path, *argv]
-    sys.path.insert(0, os.path.dirname(script))
+    sys.path.insert(0, os.path.dirname(os.path.realpath(path)))
     try:
-        runpy.run_path(path, run_name="__main__")
-    except SystemExit as e:
-        code = e.code
-        if code is None or isinstance(code, int):
-            return code or 0
-        print(code, file=sys.stderr)         # SystemExit("message"), as python prints it
-        return 1
-    except Exception as e:
-        # the traceback python would print: from the script's own frame on
-        tb = e.__traceback__
-        while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != script:
-            tb = tb.tb_next
-        traceback.print_exception(type(e), e, tb or e.__traceback__)
-        return 1
+        runpy.run_path(full, run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException as e:       # the script's uncaught exception, as python reports it
+        report_uncaught(e, full)
+        return INTERRUPTED if isinstance(e, KeyboardInterrupt) else 1
+    finally:
+        sys.argv, sys.path[:] = saved[0], saved[1]
+        for k, v in saved[2].items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return 0
 
 
-def _outputs(entry, args) -> list:
-    """(name, array) of each argument the program may write."""
-    code = entry.fn.__code__
-    out = []
-    for name, value in zip(code.co_varnames[:code.co_argcount], args):
-        t = annotation_type(_annotation(entry, name))
-        if isinstance(t, TensorType) and t.direction in ("Out", "InOut"):
-            out.append((name, value))
-    return out
+def report_uncaught(e: BaseException, filename: str) -> None:
+    """Print ``e`` through ``sys.excepthook``, as python does for an uncaught
+    exception (the MPI backend chains the hook to end the whole job), with
+    the traceback starting at ``filename``'s first frame: the frames above
+    it are this command's and runpy's, not the user's.  A ``SyntaxError``
+    of the file itself has no frame of it and prints without a traceback,
+    again as python prints it."""
+    tb = e.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != filename:
+        tb = tb.tb_next
+    sys.excepthook(type(e), e.with_traceback(tb), tb)
 
 
-def run_program(target: str, ranks, dims, scalars, detect_races, transport, lint) -> None:
-    path, entry = host_entry(target)
-    world = ranks or default_ranks(path)
+# ------------------------------------------------------------ FILE.py::NAME
+def _run_program(path, name, detect_races, transport, lint, ranks, dims, scalars):
+    if not path or not name:
+        raise click.UsageError(f"expected FILE.py::NAME, got {path}::{name}")
+    if not os.path.isfile(path):
+        raise click.UsageError(f"no such file: {path}")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):     # the file's own prints
+            module = load_module(path)
+    except Exception as e:                               # the file's top level raised
+        report_uncaught(e, os.path.abspath(path))
+        sys.exit(1)
+    program, entry, world = _find_program(module, path, name, ranks)
     args = host_args(entry, world, dim_values(dims), scalar_values(scalars))
-    config = RunConfig(distributed_config=DistributedConfig(device_ids=list(range(world))),
-                       transport=transport, detect_races=True if detect_races else None,
-                       lint=lint)
-    entry(*args, config=config)
-    click.echo(f"{entry.fn.__name__} ran on {world} rank(s)")
-    for name, a in _outputs(entry, args):
-        v = np.asarray(a, dtype=np.float64)
-        click.echo(f"  {name}: {list(a.shape)} {a.dtype}  sum {v.sum():.6g}  "
-                   f"max|x| {np.abs(v).max() if v.size else 0:.6g}")
+    cfg = RunConfig(distributed_config=DistributedConfig(device_ids=list(range(world))),
+                    transport=transport, detect_races=True if detect_races else None,
+                    lint=lint)
+    start = time.monotonic()
+    try:
+        if isinstance(program, ProgramClass):
+            compiled = compile_program(program, config=cfg)
+            if program.entry is None:                # several entries: one program each
+                compiled = compiled[entry.name]
+            compiled(*args)
+        else:
+            program(*args, config=cfg)
+    except InternalError:
+        raise
+    except TilecommError as e:        # its report is the answer, not this command's frames
+        click.echo(f"{type(e).__name__}: {e}")
+        sys.exit(1)
+    seconds = time.monotonic() - start
+    for p, a in zip(entry.params, args):
+        if p.direction in (ParamDirection.Out, ParamDirection.InOut):
+            click.echo(describe_output(p.name, a))
+    races = "race check on: no race" if cfg.races_enabled else "race check off"
+    click.echo(f"{name} ran on {world} rank(s) over {cfg.resolved_transport()} in "
+               f"{seconds:.2f} s; {races}", err=True)
 
 
-@click.command(context_settings={"ignore_unknown_options": True,
-                                 "allow_interspersed_args": False})
-@click.option("--detect-races", is_flag=True,
-              help="Check every call for data races (TILECOMM_DETECT_RACES=1): a racy "
-                   "call raises DataRaceError after writing its results back.")
-@click.option("--transport", type=click.Choice(ALL_TRANSPORTS),
-              help="The transport of every call (TILECOMM_TRANSPORT).")
-@click.option("--lint", type=click.Choice(LINT_MODES),
-              help="The protocol lint at compile time (TILECOMM_LINT): warn, error or off.")
-@program_options(max_ranks=1024, only="FILE.py::NAME only.  ")
-@click.argument("target", metavar="SCRIPT.py|FILE.py::NAME")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(detect_races, transport, lint, ranks, dims, scalars, target, args):
-    """Run SCRIPT.py with ARGS as python would, with the checkers chosen here
-    on for every call it makes (also under mpiexec: mpiexec -n 2 tilecomm run
-    SCRIPT.py).  Options go before SCRIPT.py; what follows it is the
-    script's own.  A call whose RunConfig sets transport, detect_races or
-    lint itself keeps its own value: these options fill what it leaves
-    unset (None).  Exit status: the script's.
+def _find_program(module, path, name, ranks):
+    """(what to call, its entry function, world size) for NAME of the file."""
+    head, _, entry_name = name.partition(".")
+    obj = getattr(module, head, None)
+    if obj is None:
+        raise click.UsageError(f"{path} defines no {head!r} (its HOST programs: "
+                               f"{_host_programs(module)})")
+    world = ranks or default_ranks(path)
+    if isinstance(obj, KernelFunction) and obj.kind == HOST and not entry_name:
+        return obj, obj, world
+    if isinstance(obj, ProgramClass):
+        if not entry_name and obj.entry is None:
+            raise click.UsageError(f"{head} has several entries: name one, e.g. "
+                                   f"{path}::{head}.{next(iter(obj.entries))}")
+        entry = obj.entries.get(entry_name) if entry_name else obj.entry
+        if entry is None:
+            raise click.UsageError(f"{head} has no entry {entry_name!r}; its entries: "
+                                   f"{', '.join(obj.entries)}")
+        # a single-chip program runs on one device, whatever the world asked
+        return obj, entry, 1 if obj.single_chip else world
+    raise click.UsageError(f"{name} in {path} is not a @pl.jit.host function or a @pl.program "
+                           f"class (its HOST programs: {_host_programs(module)})")
 
-    \b
-    FILE.py::NAME instead calls the HOST program NAME once, on --ranks
-    ranks, with arguments made from its annotations (inputs of small
-    integers from a fixed seed, outputs zero), and prints each output's
-    shape, sum and largest magnitude.  A deadlock, data race or rank error
-    prints its report.  Exit status: 0 if the call returned, 1 otherwise.
 
-    \b
-    Examples:
-      tilecomm run --detect-races examples/allreduce_quickstart.py --ranks 4
-      tilecomm run --transport copy --ranks 3 prog.py::main
-    """
-    if "::" in target:
-        if args:            # options after FILE.py::NAME: a program has no argv of its own
-            p = run.make_context(click.get_current_context().info_name, [*args, target]).params
-            if p["target"] != target or p["args"]:
-                extra = [a for a in (p["target"], *p["args"]) if a != target]
-                raise click.UsageError(f"FILE.py::NAME takes options only; got "
-                                       f"{' '.join(extra)}")
-            detect_races = detect_races or p["detect_races"]
-            transport, lint = p["transport"] or transport, p["lint"] or lint
-            ranks = p["ranks"] if p["ranks"] is not None else ranks
-            dims, scalars = dims + p["dims"], scalars + p["scalars"]
-        run_program(target, ranks, dims, scalars, detect_races, transport, lint)
-        return
-    for opt, given in (("--ranks", ranks is not None), ("--dim", dims), ("--scalar", scalars)):
-        if given:
-            raise click.UsageError(f"{opt} is for FILE.py::NAME; a script takes its own "
-                                   f"arguments after its name")
-    sys.exit(run_script(target, args, script_env(detect_races, transport, lint)))
+def _host_programs(module) -> str:
+    return ", ".join(t.name for t in targets(module) if t.entry.kind == HOST) or "none"
+
+
+def describe_output(name: str, a) -> str:
+    """``name  shape  dtype  sum=S  max|x|=M``: a checksum of one output."""
+    arr = np.asarray(a)
+    if arr.dtype.kind in "biu":                     # exact in integers
+        wide = arr.astype(np.int64)
+        total, peak = int(wide.sum()), int(np.abs(wide).max(initial=0))
+        return f"{name}  {tuple(arr.shape)}  {arr.dtype}  sum={total}  max|x|={peak}"
+    wide = arr.astype(np.float64)
+    total, peak = float(wide.sum()), float(np.abs(wide).max(initial=0.0))
+    return f"{name}  {tuple(arr.shape)}  {arr.dtype}  sum={total:.10g}  max|x|={peak:.10g}"

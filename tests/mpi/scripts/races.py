@@ -9,6 +9,9 @@ tests/ranks/programs_races.py, one mode per command-line argument:
   nodes  the control block reached over RMA (TILECOMM_MPI_DIRECT=0, as
          across nodes): every process gets the ConfigError before any rank
          runs; prints "REFUSED <rank>"
+  unset  the race of "race" with RunConfig.detect_races left unset, so the
+         environment decides (``tilecomm run --detect-races``): prints
+         "RACED <rank> <races>" as "race" does, or "UNCHECKED <rank>"
 """
 import os
 import sys
@@ -27,9 +30,16 @@ from programs_races import (reported_lines, ring_inputs, ring_main,  # noqa: E40
 mode, n = sys.argv[1], int(sys.argv[2])
 from mpi4py import MPI  # noqa: E402  (after tilecomm: the backend initialises MPI)
 me = MPI.COMM_WORLD.Get_rank()
-cfg = RunConfig(distributed_config=DistributedConfig(list(range(n))), detect_races=True)
+cfg = RunConfig(distributed_config=DistributedConfig(list(range(n))),
+                detect_races=None if mode == "unset" else True)
 xs, ys, gots = ring_inputs(n)
-if mode == "race":
+if mode == "unset":
+    try:
+        ring_main(xs, ys, gots, 1, config=cfg)
+        print("UNCHECKED", me, flush=True)
+    except DataRaceError as e:
+        print("RACED", me, len(e.races), flush=True)
+elif mode == "race":
     try:
         ring_main(xs, ys, gots, 1, config=cfg)
         raise SystemExit("no race reported")
