@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InternalError, TilecommError, UserError
+from ..errors import InternalError, TilecommError
 from .check import check
 from .doctor import doctor
 from .explore import explore_cmd
@@ -31,10 +31,8 @@ class _Group(click.Group):
         except InternalError:
             raise
         except TilecommError as e:
-            # a user error renders as file:line:col: error[TCnnn]: ...; the
-            # reports (deadlock, races, a rank's failure) are named by type
-            click.echo(str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}",
-                       err=True)
+            # on stdout, named by its type, as the verb's answer
+            click.echo(f"{type(e).__name__}: {e}")
             ctx.exit(1)
 
 

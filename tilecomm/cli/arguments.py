@@ -40,17 +40,27 @@ def program_options(max_ranks: int, only: str = ""):
     return apply
 
 
-def host_entry(target: str) -> tuple:
-    """(path, the @pl.jit.host function) that ``FILE.py::NAME`` names; the
-    file's own prints during its import go to stderr."""
+def split_target(target: str) -> tuple:
+    """(path, NAME) of ``FILE.py::NAME``, the file checked to exist."""
     path, sep, name = target.rpartition("::")
     if not sep or not name or not path:
         raise click.UsageError(f"expected FILE.py::NAME, got {target!r}")
     if not os.path.isfile(path):
         raise click.UsageError(f"no such file: {path}")
+    return path, name
+
+
+def load_quietly(path: str):
+    """The file imported as ``load_module`` does, its own prints sent to
+    stderr (stdout is the verb's answer)."""
     with contextlib.redirect_stdout(sys.stderr):
-        module = load_module(path)
-    entry = getattr(module, name, None)
+        return load_module(path)
+
+
+def host_entry(target: str) -> tuple:
+    """(path, the @pl.jit.host function) that ``FILE.py::NAME`` names."""
+    path, name = split_target(target)
+    entry = getattr(load_quietly(path), name, None)
     if not isinstance(entry, KernelFunction) or entry.kind != HOST:
         raise click.UsageError(f"{name} in {path} is not a @pl.jit.host function")
     return path, entry

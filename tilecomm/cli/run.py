@@ -15,7 +15,6 @@ Two forms, told apart by ``::`` in the target:
   its ``RunConfig``, and prints a checksum of each output."""
 from __future__ import annotations
 
-import contextlib
 import os
 import runpy
 import sys
@@ -24,14 +23,14 @@ import time
 import click
 import numpy as np
 
-from ..errors import InternalError, TilecommError
 from ..ir import compile as compile_program
 from ..ir.enums import ParamDirection
 from ..ir.functions import KernelFunction, ProgramClass
 from ..ir.kinds import HOST
 from ..runtime.config import ALL_TRANSPORTS, LINT_MODES, DistributedConfig, RunConfig
-from .arguments import dim_values, host_args, program_options, scalar_values
-from .programs import default_ranks, load_module, targets
+from .arguments import (dim_values, host_args, load_quietly, program_options, scalar_values,
+                        split_target)
+from .programs import default_ranks, targets
 
 # option -> the variable ``from_env`` reads for it (the script form)
 ENV_OF = {"detect_races": "TILECOMM_DETECT_RACES", "transport": "TILECOMM_TRANSPORT",
@@ -116,12 +115,11 @@ def run(ctx, target, args, detect_races, transport, lint, ranks, dims, scalars):
     """
     if target.startswith("-") and target != "-":
         raise click.NoSuchOption(target, ctx=ctx)
-    path, sep, name = target.rpartition("::")
-    if sep:
+    if "::" in target:
         if args:
             raise click.UsageError(f"{target} takes no arguments of its own; got "
                                    f"{' '.join(args)}")
-        _run_program(path, name, detect_races, transport, lint, ranks, dims, scalars)
+        _run_program(target, detect_races, transport, lint, ranks, dims, scalars)
         return
     given = [opt for opt, v in zip(PROGRAM_ONLY, (ranks, dims, scalars)) if v]
     if given:
@@ -176,14 +174,10 @@ def report_uncaught(e: BaseException, filename: str) -> None:
 
 
 # ------------------------------------------------------------ FILE.py::NAME
-def _run_program(path, name, detect_races, transport, lint, ranks, dims, scalars):
-    if not path or not name:
-        raise click.UsageError(f"expected FILE.py::NAME, got {path}::{name}")
-    if not os.path.isfile(path):
-        raise click.UsageError(f"no such file: {path}")
+def _run_program(target, detect_races, transport, lint, ranks, dims, scalars):
+    path, name = split_target(target)
     try:
-        with contextlib.redirect_stdout(sys.stderr):     # the file's own prints
-            module = load_module(path)
+        module = load_quietly(path)
     except Exception as e:                               # the file's top level raised
         report_uncaught(e, os.path.abspath(path))
         sys.exit(1)
@@ -193,19 +187,14 @@ def _run_program(path, name, detect_races, transport, lint, ranks, dims, scalars
                     transport=transport, detect_races=True if detect_races else None,
                     lint=lint)
     start = time.monotonic()
-    try:
-        if isinstance(program, ProgramClass):
-            compiled = compile_program(program, config=cfg)
-            if program.entry is None:                # several entries: one program each
-                compiled = compiled[entry.name]
-            compiled(*args)
-        else:
-            program(*args, config=cfg)
-    except InternalError:
-        raise
-    except TilecommError as e:        # its report is the answer, not this command's frames
-        click.echo(f"{type(e).__name__}: {e}")
-        sys.exit(1)
+    # a tilecomm error ends the verb with its report (the command group's)
+    if isinstance(program, ProgramClass):
+        compiled = compile_program(program, config=cfg)
+        if program.entry is None:                    # several entries: one program each
+            compiled = compiled[entry.name]
+        compiled(*args)
+    else:
+        program(*args, config=cfg)
     seconds = time.monotonic() - start
     for p, a in zip(entry.params, args):
         if p.direction in (ParamDirection.Out, ParamDirection.InOut):
