@@ -139,6 +139,25 @@ def test_wait_timeout_reports_the_wait():
     assert_clean()
 
 
+def test_a_per_call_wait_timeout_applies_on_a_prepared_worker():
+    """The worker's ranks start with its config (no wait time-out); a call's
+    own config brings its rank-side knobs to the ranks for that call, and
+    the next call without one runs with the worker's again."""
+    started = F.config(3, deadlock_timeout_s=60)
+    prog = F.partial_main.compile(F.outputs(3), config=started)
+    with prog.prepare(started) as rt:
+        e = failed_call(rt, F.outputs(3), cfg=F.config(3, deadlock_timeout_s=60,
+                                                        wait_timeout_s=0.3),
+                        expect=RankFailure)
+        assert e.rank == 1 and e.error_code == "TC504"
+        assert e.span.line == marker_line("partial")
+        # back to the worker's knobs: no time-out, so the deadlock report
+        e = failed_call(rt, F.outputs(3), cfg=F.config(3, deadlock_timeout_s=0.3),
+                        expect=DeadlockError)
+        check_deadlock(e, blocked=[1], tag="partial", value=0, expected=1, world=3)
+    assert_clean()
+
+
 # ------------------------------------------------------------------ a rank raises
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_crashing_rank_stops_ranks_blocked_forever(n):

@@ -1,8 +1,8 @@
 """Turning the race check on: RunConfig.detect_races and its checks, the
 refusal where notifies cannot be numbered, a reloaded build's
 ``detect_races=``, and a
-run that checks races while it traces and dumps arguments (one recording
-class composed of the three: every recorder sees every op)."""
+run that checks races while it traces and dumps arguments (three sinks of
+one recorder: every sink sees every op)."""
 import glob
 import json
 import os
@@ -16,11 +16,12 @@ from tilecomm.compiler import CompiledProgram
 from tilecomm.errors import ConfigError, DataRaceError
 from tilecomm.runtime import RunConfig
 from tilecomm.runtime.controller.artefacts import RunArtefacts
-from tilecomm.runtime.rank.argdumps import DumpingRankContext
-from tilecomm.runtime.rank.artefacts import recording_class
-from tilecomm.runtime.rank.context import RankContext
-from tilecomm.runtime.rank.racing import RacingRankContext
-from tilecomm.runtime.rank.tracing import TracingRankContext
+from tilecomm.runtime.rank.argdumps import TaskDumps
+from tilecomm.runtime.rank.exploring import Explorer
+from tilecomm.runtime.rank.racing import RaceLog
+from tilecomm.runtime.rank.recorder import (PlainSitesRecordingRankContext, Recording,
+                                            RecordingRankContext)
+from tilecomm.runtime.rank.tracing import Recorder
 
 EARLY = 1                               # ring_main's notify before its data
 
@@ -54,12 +55,19 @@ def test_a_control_block_without_a_sequencer_refuses_the_check_before_the_run():
 
 
 # ------------------------------------------------------------------ composition
-def test_recording_classes_compose_in_one_order():
-    assert recording_class(False, False, True) is RacingRankContext
-    both = recording_class(True, True, True)
-    assert both.__mro__[1:5] == (DumpingRankContext, TracingRankContext, RacingRankContext,
-                                 RankContext)
-    assert recording_class(True, True, True) is both          # built once
+def test_sinks_take_the_stream_in_one_order():
+    """Exploration first (a rank takes its turn before anything records),
+    then dumps, tracing, and the race check last (it runs the signal in its
+    sequencer): whatever order a run lists them in."""
+    sinks = [RaceLog.__new__(RaceLog), Recorder(0, 2, False, False), TaskDumps(),
+             Explorer.__new__(Explorer)]
+    rec = Recording(sinks, signal=None)
+    assert [type(s) for s in rec.sinks] == [Explorer, TaskDumps, Recorder, RaceLog]
+    # the one sink that sequences a notify's signal is the race check's
+    assert rec.sequencer.__self__ is sinks[0]
+    assert [h.__self__ for h in rec.before_notify] == [sinks[3], sinks[1]]
+    assert rec.context_class() is PlainSitesRecordingRankContext      # exploration copies
+    assert Recording(sinks[:3], None).context_class() is RecordingRankContext
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -74,7 +82,7 @@ def test_a_traced_and_dumped_run_also_checks_races(n, tmp_path):
     # the trace saw the same ops: every rank's notify, remote store and wait
     with open(os.path.join(cp.output_dir, "dfx_outputs", "merged_swimlane.json")) as f:
         names = [e["name"] for e in json.load(f)["traceEvents"]]
-    for op in ("pld.system.notify", "pld.remote_store", "pld.system.wait"):
+    for op in ("pld.system.notify", "pld.tile.remote_store", "pld.system.wait"):
         assert names.count(op) == n, op
     # and the dumps every array argument (x, y, got, both windows) of each rank
     assert len(glob.glob(os.path.join(cp.output_dir, "dfx_outputs", "rank*", "d0", "args_dump",

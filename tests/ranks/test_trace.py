@@ -430,7 +430,8 @@ def test_deferred_conditions_have_arrows_from_the_publisher(tmp_path, n):
         assert nt["pid"] == (rel["pid"] - 1) % n
         assert nt["args"]["op"] == "Set" and nt["args"]["result"] == 5
         assert nt["args"]["cell_key"] == rel["args"]["cell_key"]
-    stores = [e for e in evs if e["ph"] == "X" and e["name"] == "pld.remote_store"]
+    # the tile form: the program stores a tile
+    stores = [e for e in evs if e["ph"] == "X" and e["name"] == "pld.tile.remote_store"]
     assert sorted(e["pid"] for e in stores) == list(range(n))
 
 

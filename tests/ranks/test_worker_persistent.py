@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from tilecomm.errors import ConfigError, DeadlockError
+from tilecomm.errors import ConfigError, DataRaceError, DeadlockError
 from conftest import WORLD_SIZES, children, config_for, my_segments
 from worker_programs import accumulate_main, allreduce_main
 
@@ -80,6 +80,26 @@ def test_a_persistent_domain_that_changes_specification_is_refused():
             rt(wide, wide_out, 1)
         assert ei.value.code == "TC420"
         assert isinstance(ei.value, ValueError)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_race_report_keeps_the_ranks_and_their_kept_windows(n):
+    """A call that reports a race has run to its end: the next call finds the
+    counters where that call left them (the ranks are not restarted)."""
+    xs, ys = _data(n)
+    compiled = accumulate_main.compile(xs, ys, 1, config=config_for(n))
+    with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
+        total = np.zeros((1, W), np.float32)
+        for call in range(1, 4):
+            xs, ys = _data(n, seed=call)
+            total += xs.sum(axis=0)
+            if call == 2:
+                # expected 0: rank 0 reads the sum without waiting for the adds
+                with pytest.raises(DataRaceError):
+                    rt(xs, ys, 0, config=config_for(n, detect_races=True))
+                continue
+            rt(xs, ys, call)                     # waits for the third count: 1, 2, 3
+            np.testing.assert_array_equal(ys[0], total)
 
 
 def test_a_failed_call_restarts_the_ranks_with_fresh_persistent_windows():

@@ -107,7 +107,7 @@ class Ctx:
         self.device, self.func_id, self.image, self.spin = 0, 0, None, 100
         self.transport = cells
         self._try_wait = cells.try_wait
-        self.config = types.SimpleNamespace(wait_timeout_s=0)
+        self.knobs = types.SimpleNamespace(wait_timeout_s=0)
         self.control = types.SimpleNamespace(set_state=lambda *a: None, aborted=lambda: False)
 
     def wait_cell(self, cell, cmp, expected, record):

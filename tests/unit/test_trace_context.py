@@ -1,11 +1,13 @@
 """The recording rank context against the plain one: the plain one carries
-no tracing code (tracing off costs nothing), the recording one takes exactly
-the arguments of each op it wraps, and it records what it is asked to.
+no recording code (checkers off cost nothing), the recording one takes
+exactly the arguments of each op it wraps, and the tracing sink records what
+it is asked to.
 
 Which ops are recorded is read from the op registry, not kept here: every
 rank-side implementation of an op that talks to other ranks (a remote read or
-write, a signal, a wait) must be overridden by ``TracingRankContext``, so a
-new communication op without tracing fails these tests."""
+write, a signal, a wait) must be overridden by ``RecordingRankContext``, so a
+new communication op without recording fails these tests
+(``test_recorder.py`` holds every memory access to the same)."""
 import inspect
 
 import pytest
@@ -16,8 +18,8 @@ from tilecomm.ir.kinds import HOST
 from tilecomm.ops.registry import records
 from tilecomm.runtime.rank.context import RankContext
 from tilecomm.runtime.rank.scheduler import Agent
-from tilecomm.runtime.rank.tracing import (CORE_TID, MAIN_TID, WATCHER_TID, Recorder,
-                                      TracingRankContext)
+from tilecomm.runtime.rank.recorder import RecordingRankContext
+from tilecomm.runtime.rank.tracing import CORE_TID, MAIN_TID, WATCHER_TID, Recorder
 
 # what the trace shows: every exchange with another rank
 COMMUNICATION = {Effect.REMOTE_READ, Effect.REMOTE_WRITE, Effect.SIGNAL, Effect.WAIT}
@@ -62,21 +64,21 @@ def test_the_rank_context_runs_the_registered_implementation(name):
 
 @pytest.mark.parametrize("name", RECORDED)
 def test_every_recorded_op_is_overridden(name):
-    assert getattr(TracingRankContext, name) is not getattr(RankContext, name), \
-        f"{name} ({', '.join(sorted(RECORDED_OPS.get(name, ())))}) is not traced"
+    assert getattr(RecordingRankContext, name) is not getattr(RankContext, name), \
+        f"{name} ({', '.join(sorted(RECORDED_OPS.get(name, ())))}) is not recorded"
 
 
 @pytest.mark.parametrize("name", RECORDED)
 def test_the_plain_context_has_no_tracing_code(name):
     code = inspect.unwrap(getattr(RankContext, name)).__code__
-    assert "_trace" not in code.co_names and "now" not in code.co_names
+    assert "_rec" not in code.co_names and "now" not in code.co_names
 
 
 @pytest.mark.parametrize("name", RECORDED)
 def test_recording_ops_take_the_plain_ops_arguments(name):
     """An override either declares exactly the plain op's parameters or
-    forwards whatever it is given (the generic timed wrapper)."""
-    got = inspect.signature(getattr(TracingRankContext, name))
+    forwards whatever it is given (a wrapper made from an op record)."""
+    got = inspect.signature(getattr(RecordingRankContext, name), follow_wrapped=False)
     kinds = [p.kind for p in got.parameters.values()]
     forwards = kinds == [inspect.Parameter.POSITIONAL_OR_KEYWORD,
                          inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]

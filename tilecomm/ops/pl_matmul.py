@@ -17,6 +17,7 @@ from ..ir.enums import MemorySpace, TileLayout
 from ..ir.kinds import INCORE
 from ..ir.types import TensorType, TileType, is_static
 from ..runtime.rank.context import RankContext
+from ..ir.effects import reads
 from .check import describe
 from .pl_ops import memory_arg
 from .registry import op
@@ -29,7 +30,7 @@ _OUT_FROM_FP32 = (FP32, FP16, BF16)
 
 
 @op("pl.move", where=KERNEL, kernel=RankContext.move, static=("target_memory", "blayout", "slayout"),
-    aliases=("pl.tile.move",),
+    aliases=("pl.tile.move",), touches=(reads("tile"),),
     raises=("TC102", "TC214", "TC216", "TC251"))
 def move(tile, target_memory, blayout=None, slayout=None):
     """The tile in another on-chip buffer (``Mat`` -> ``Left`` / ``Right`` feeds
@@ -57,7 +58,7 @@ def _move(c):
 
 @op("pl.matmul", where=KERNEL, kernel=RankContext.matmul,
     static=("out_dtype", "a_trans", "b_trans", "c_matrix_nz"),
-    aliases=("pl.tile.matmul", "pl.tensor.matmul"),
+    aliases=("pl.tile.matmul", "pl.tensor.matmul"), touches=(reads("lhs"), reads("rhs")),
     raises=("TC102", "TC105", "TC204", "TC216", "TC251", "TC252", "TC253"))
 def matmul(lhs, rhs, out_dtype=None, a_trans=False, b_trans=False, c_matrix_nz=False):
     """``lhs @ rhs`` of 2-D tiles (``lhs`` in ``Left``, ``rhs`` in ``Right``; the

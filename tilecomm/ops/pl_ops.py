@@ -9,6 +9,8 @@ from ..ir.kinds import HOST, INCORE, ORCH
 from ..runtime.controller.orchestrator import HostRuntime
 from ..runtime.rank.tile.cast_ops import MODES as CAST_MODES
 from ..runtime.rank.context import RankContext
+from ..ir.effects import reads, writes
+from ..runtime.rank import touched as T
 from .registry import op
 
 KERNEL = (INCORE,)
@@ -61,6 +63,7 @@ def _dtype_arg(c, name):
 # ------------------------------------------------------------------ load/store
 @op("pl.load", where=KERNEL, kernel=RankContext.load, effects=("read",),
     static=("target_memory", "clamp"), aliases=("pl.tile.load",),
+    touches=(reads("tensor", T.loaded, ("tensor", "offsets", "shapes", "valid_shape")),),
     raises=("TC102", "TC201", "TC202", "TC210", "TC214", "TC216", "TC251", "TC502", "TC503"))
 def load(tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
     """Read ``tensor[offsets : offsets + shapes]`` into a new tile of physical shape
@@ -90,6 +93,9 @@ def _load(c):
 
 @op("pl.store", where=KERNEL, kernel=RankContext.store, effects=("write",),
     aliases=("pl.tile.store",), writes=("output_tensor",),
+    touches=(reads("tile"),
+             writes("output_tensor", T.stored, ("tile", "offsets", "output_tensor", "shapes"),
+                    atomic="atomic")),
     raises=("TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC251", "TC502",
             "TC503"))
 def store(tile, offsets, output_tensor, shapes=None, *, atomic=AtomicType.None_):
@@ -126,6 +132,7 @@ def _store(c):
 
 @op("pl.read", where=(ORCH, INCORE), kernel=RankContext.read, effects=("read",),
     aliases=("pl.tile.read", "pl.tensor.read"),
+    touches=(reads("src", T.read_element, ("src", "offset")),),
     raises=("TC102", "TC201", "TC202", "TC502", "TC503"))
 def read(src, offset):
     """Read one element of a tensor (a window's local copy) or tile as a scalar."""
@@ -143,6 +150,7 @@ def _read(c):
 
 @op("pl.write", where=(ORCH, INCORE), kernel=RankContext.write, effects=("write",),
     aliases=("pl.tile.write", "pl.tensor.write"), writes=("dst",),
+    touches=(writes("dst", T.written_element, ("dst", "offset")),),
     raises=("TC102", "TC201", "TC202", "TC502", "TC503"))
 def write(dst, offset, value):
     """Write one scalar element of a tensor (a window's local copy) or tile."""
@@ -207,7 +215,8 @@ def _declare_binary(name, impl, doc, raises=ELEMENTWISE_RAISES):
     stub.__name__ = short
     stub.__doc__ = doc
     s = op(name, where=KERNEL, kernel=impl,
-           aliases=(f"pl.tile.{short}", f"pl.tensor.{short}"), raises=raises)(stub)
+           aliases=(f"pl.tile.{short}", f"pl.tensor.{short}"), raises=raises,
+           touches=(reads("lhs"), reads("rhs")))(stub)
     s.rule(_elementwise)
     return s
 
@@ -223,7 +232,7 @@ minimum = _declare_binary("pl.minimum", RankContext.minimum, "Elementwise minimu
 
 
 @op("pl.cast", where=KERNEL, kernel=RankContext.cast, static=("target_type", "mode"),
-    aliases=("pl.tile.cast", "pl.tensor.cast"),
+    aliases=("pl.tile.cast", "pl.tensor.cast"), touches=(reads("input"),),
     raises=("TC102", "TC214", "TC216", "TC251"))
 def cast(input, target_type, mode="round"):
     """Convert a tile, tensor or scalar to ``target_type``.  ``mode`` is the

@@ -10,6 +10,8 @@ from ..ir.enums import AtomicType, MemorySpace, PadValue
 from ..ir.kinds import INCORE
 from ..ir.types import EnumType, TensorType, TileType, is_static, numel
 from ..runtime.rank.context import RankContext
+from ..ir.effects import reads, writes
+from ..runtime.rank import touched as T
 from .check import const_value, describe
 from .pl_ops import _static_list, vector_tile
 from .registry import op
@@ -20,7 +22,7 @@ KERNEL = (INCORE,)
 # ------------------------------------------------------------------ slice
 @op("pl.slice", where=KERNEL, kernel=RankContext.slice_,
     static=("shape", "drop_dims", "pad_value", "clamp"),
-    aliases=("pl.tile.slice", "pl.tensor.slice"),
+    aliases=("pl.tile.slice", "pl.tensor.slice"), touches=(reads("input", T.sliced, ("input",)),),
     raises=("TC102", "TC105", "TC201", "TC202", "TC208", "TC210", "TC214", "TC216", "TC253",
             "TC502", "TC503"))
 def slice(input, shape, offset, valid_shape=None, drop_dims=None, pad_value=None, clamp=False):
@@ -103,6 +105,8 @@ def _slice(c):
 # ------------------------------------------------------------------ assemble
 @op("pl.assemble", where=KERNEL, kernel=RankContext.assemble, effects=("write",),
     writes=("target",), aliases=("pl.tile.assemble", "pl.tensor.assemble"),
+    touches=(reads("source"),
+             writes("target", T.assembled, ("target", "source", "offset"), atomic="atomic")),
     raises=("TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC251", "TC502",
             "TC503"))
 def assemble(target, source, offset, *, atomic=AtomicType.None_):
@@ -140,6 +144,7 @@ def _assemble(c):
 
 # ------------------------------------------------------------------ reshape, row_sum
 @op("pl.tile.reshape", where=KERNEL, kernel=RankContext.reshape, static=("shape",),
+    touches=(reads("tile"),),
     raises=("TC102", "TC201", "TC208", "TC210", "TC216"))
 def reshape(tile, shape):
     """The tile's elements in row-major order under another shape of the same
@@ -161,7 +166,7 @@ def _reshape(c):
     return TileType(tuple(shp), t.dtype, None, t.memory)
 
 
-@op("pl.tile.row_sum", where=KERNEL, kernel=RankContext.row_sum,
+@op("pl.tile.row_sum", where=KERNEL, kernel=RankContext.row_sum, touches=(reads("tile"),),
     raises=("TC102", "TC204", "TC208", "TC251"))
 def row_sum(tile, tmp_tile):
     """Row sums of a ``[R, C]`` tile's valid region as an ``[R, 1]`` tile (floats

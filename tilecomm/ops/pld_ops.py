@@ -10,6 +10,11 @@ from .check import const_value, describe
 from ..ir.kinds import HOST, INCORE, ORCH
 from ..runtime.controller.orchestrator import HostRuntime
 from ..runtime.rank.context import RankContext
+from ..ir.effects import reads, remote_reads, remote_writes, writes
+from ..runtime.rank import touched as T
+
+# the parameters a put's / get's regions are computed from
+_TRANSFER = ("dst", "src", "dst_offsets", "src_offsets", "shape")
 from .registry import op
 
 KERNEL = (INCORE,)
@@ -244,6 +249,8 @@ def _window(c):
 # ------------------------------------------------------------------ tile RMA
 @op("pld.tile.remote_load", where=KERNEL, kernel=RankContext.remote_load,
     effects=("remote_read",), aliases=("pld.remote_load",), untracked=("target",),
+    touches=(remote_reads("target", T.remote_loaded, ("target", "offsets", "shape",
+                                                      "valid_shape")),),
     raises=("TC101", "TC102", "TC201", "TC202", "TC216", "TC218", "TC501", "TC502", "TC503"))
 def remote_load(target, peer, offsets, shape, valid_shape=None):
     """Load ``target[offsets : offsets + shape]`` from rank ``peer``'s copy into a
@@ -297,6 +304,9 @@ def _push_rule(c, src_name, src_shape, src_dtype):
 
 @op("pld.tile.remote_store", where=KERNEL, kernel=RankContext.remote_store,
     effects=("remote_write",), impl_renames={"src_tile": "src"}, untracked=("target",),
+    touches=(reads("src", T.store_source, ("src",)),
+             remote_writes("target", T.remote_stored, ("src", "target", "offsets"),
+                           atomic="atomic")),
     raises=("TC101", "TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC218",
             "TC501", "TC502", "TC503"))
 def remote_store(src_tile, target, peer, offsets, *, atomic=AtomicType.None_):
@@ -315,6 +325,9 @@ def _tile_remote_store(c):
 
 @op("pld.tensor.remote_store", where=KERNEL, kernel=RankContext.remote_store,
     effects=("read", "remote_write"), untracked=("target",),
+    touches=(reads("src", T.store_source, ("src",)),
+             remote_writes("target", T.remote_stored, ("src", "target", "offsets"),
+                           atomic="atomic")),
     raises=("TC101", "TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC218",
             "TC501", "TC502", "TC503"))
 def tensor_remote_store(src, target, peer, offsets, *, atomic=AtomicType.None_):
@@ -338,6 +351,9 @@ def _tensor_remote_store(c):
 
 @op("pld.remote_store", where=KERNEL, kernel=RankContext.remote_store,
     effects=("read", "remote_write"), untracked=("target",),
+    touches=(reads("src", T.store_source, ("src",)),
+             remote_writes("target", T.remote_stored, ("src", "target", "offsets"),
+                           atomic="atomic")),
     raises=("TC101", "TC102", "TC201", "TC202", "TC203", "TC204", "TC214", "TC215", "TC218",
             "TC501", "TC502", "TC503"))
 def remote_store_short(src, target, peer, offsets, *, atomic=AtomicType.None_):
@@ -423,6 +439,8 @@ def _transfer_rule(c):
 
 @op("pld.tensor.put", where=KERNEL, kernel=RankContext.put, effects=("read", "remote_write"),
     static=("chunk_rows", "chunk_cols", "pipeline"), untracked=("dst",),
+    touches=(reads("src", T.put_local, _TRANSFER),
+             remote_writes("dst", T.put_remote, _TRANSFER, atomic="atomic")),
     raises=("TC101", "TC102", "TC105", "TC201", "TC202", "TC203", "TC204", "TC205", "TC206",
             "TC207", "TC208", "TC210", "TC214", "TC215", "TC216", "TC217", "TC218", "TC501",
             "TC502", "TC503"))
@@ -448,6 +466,8 @@ def _put(c):
 
 @op("pld.tensor.get", where=KERNEL, kernel=RankContext.get, effects=("remote_read", "write"),
     static=("chunk_rows", "chunk_cols", "pipeline"), writes=("dst",), untracked=("src",),
+    touches=(remote_reads("src", T.get_remote, _TRANSFER),
+             writes("dst", T.get_local, _TRANSFER)),
     raises=("TC101", "TC102", "TC105", "TC201", "TC202", "TC204", "TC205", "TC206", "TC207",
             "TC208", "TC210", "TC216", "TC217", "TC218", "TC501", "TC502", "TC503"))
 def get(dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, *, chunk_rows=0,

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import CODES
-from ..ir.effects import Effect
+from ..ir.effects import TOUCH_EFFECTS, Effect, Touch
 from ..ir.kinds import ALL_KINDS, HOST, INCORE, ORCH
+from ..runtime.rank import recorder
 
 # codes any op call may raise, whatever the op: its arguments do not bind to
 # the signature (TC103), it is called in a kind of function it may not be used
@@ -75,6 +76,12 @@ class OpRecord:
     # implementations.  Mistakes any call can make (arguments that do not
     # bind, a call where the op may not be used) are EVERY_CALL_RAISES.
     raises: tuple = ()
+    # the memory the op reads and writes when it runs, operand by operand
+    # (``ir.effects.Touch``): the rank's recorder makes the op's recording
+    # wrapper from them, so every checker sees each access with its region.
+    # Signals, waits and collectives are events of their own kind (their
+    # effects say which), not touches.
+    touches: tuple = ()
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -138,7 +145,7 @@ _RECORDS: dict[str, OpRecord] = {}
 def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), aliases=(),
        context_hint=None, compile_only=(), impl_renames=None, value=None,
        declares_buffer=False, notifies=None, collective=False, writes=(), untracked=(),
-       defers=False, raises=()):
+       defers=False, raises=(), touches=()):
     """Declare a primitive from its stub function (signature + docstring).
 
     ``kernel`` implements it where ranks run it (orchestration and InCore
@@ -169,7 +176,9 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                        impl_renames=dict(impl_renames or {}), value=value,
                        declares_buffer=declares_buffer, notifies=notifies,
                        collective=collective, writes=tuple(writes), untracked=tuple(untracked),
-                       defers=defers, raises=tuple(raises))
+                       defers=defers, raises=tuple(raises), touches=tuple(touches))
+        _check_touches(rec)
+        recorder.declare(rec)
         if name in _RECORDS:
             raise AssertionError(f"op {name} declared twice")
         _RECORDS[name] = rec
@@ -177,6 +186,23 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
         return stub
 
     return deco
+
+
+def _check_touches(rec: OpRecord) -> None:
+    """A record's touches name its implementation's parameters, with the
+    effects the record declares."""
+    params = set(rec.impl_param_names())
+    for t in rec.touches:
+        if not isinstance(t, Touch) or t.effect not in TOUCH_EFFECTS:
+            raise AssertionError(f"op {rec.name}: touches must be ir.effects.Touch values; got {t!r}")
+        unknown = [p for p in t.params() if p not in params]
+        if unknown:
+            raise AssertionError(f"op {rec.name}: a touch names {unknown}, not parameters of its "
+                                 f"implementation ({sorted(params)})")
+        if t.remote and t.effect not in rec.effects:
+            raise AssertionError(f"op {rec.name}: a {t.effect.value} touch without that effect")
+        if t.remote != (t.peer is not None):
+            raise AssertionError(f"op {rec.name}: a remote touch names its peer, a local one none")
 
 
 def records() -> list[OpRecord]:

@@ -92,6 +92,19 @@ class DistributedConfig:
 
 
 @dataclass(frozen=True)
+class RankKnobs:
+    """What a rank reads of a run's ``RunConfig`` while it runs.  The ranks
+    start with their launch config's; a run whose config sets others sends
+    them ahead of its first dispatch (``messages.BeginRun``), so a per-call
+    config of a prepared worker applies on the ranks too."""
+
+    wait_timeout_s: float
+    spin_iters: int
+    cores: int
+    task_window: int | None
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """How a program is compiled and run.
 
@@ -227,6 +240,10 @@ class RunConfig:
         """Tasks a rank's scheduler keeps in flight at most (None: no limit)."""
         w = self.ring_task_window
         return w[0] if isinstance(w, tuple) else w
+
+    def rank_knobs(self) -> RankKnobs:
+        return RankKnobs(float(self.wait_timeout_s), int(self.spin_iters), self.resolved_cores(),
+                         self.resolved_task_window())
 
     def resolved_cores(self) -> int:
         """Cores of each rank's task scheduler."""

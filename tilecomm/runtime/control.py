@@ -64,7 +64,7 @@ def check_wait(rc, start: float, record: WaitRecord, value: int, aborted) -> Non
     wait outlived ``RunConfig.wait_timeout_s``."""
     if rc.control.aborted():
         raise aborted()
-    limit = rc.config.wait_timeout_s
+    limit = rc.knobs.wait_timeout_s
     if limit and time.monotonic() - start > limit:
         raise RuntimeFault(
             f"wait timed out after {limit:g} s: cell value {value}, expected "

@@ -75,10 +75,15 @@ class Shutdown:
 
 @dataclass(slots=True)
 class BeginRun:
-    """The run about to start writes run artefacts (``artefacts.DfxSettings``);
-    sent only then, before its first dispatch."""
+    """What the run about to start asks of each rank beyond its dispatches,
+    sent before its first one and only when it asks anything: ``settings``,
+    the run's checkers and artefacts (``rank.artefacts.DfxSettings``: traces,
+    dumps, the race check's log, an explored run's plan), or None; ``knobs``,
+    the rank-side knobs of the run's config (``config.RankKnobs``) when they
+    differ from those the ranks run with, or None."""
 
     settings: object
+    knobs: object = None
 
 
 # ---------------------------------------------------------------- from a worker

@@ -14,7 +14,7 @@ import time
 from ...check.races import find_races
 from ...dfx import trace as T
 from ...errors import ConfigError, DataRaceError, RuntimeFault
-from ..messages import BeginRun, Files
+from ..messages import Files
 from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
                               dispatch_trace_name, race_log_path, step_log_path)
@@ -112,11 +112,6 @@ class RunArtefacts:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-
-    def announce(self, ranks):
-        """The ranks are started: tell each, ahead of its first dispatch."""
-        for r in range(ranks.world):
-            ranks.send(r, BeginRun(self.settings))
 
     def salvage(self):
         """The run failed and its ranks are gone: merge what they wrote before

@@ -39,6 +39,9 @@ class Ranks:
         S.sweep_stale()
         self.world = world
         self.config = config
+        # the rank-side knobs the ranks run with (a run with others sends
+        # them: Run.start)
+        self.knobs = config.rank_knobs()
         self.owner = os.getpid()
         self.id = next_id()
         self.images: dict = {}             # specialisations the workers know

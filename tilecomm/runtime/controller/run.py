@@ -41,7 +41,7 @@ from __future__ import annotations
 from ...dfx import hostfaults
 from ...errors import TilecommError, UserError
 from ...transport import segments as S
-from ..messages import Batch, EndRun, Shutdown
+from ..messages import Batch, BeginRun, EndRun, Shutdown
 from .arguments import check_arguments, copy_back, map_result, share_arguments
 from .artefacts import RunArtefacts
 from .backend import runs_host_code
@@ -151,8 +151,14 @@ class Run:
             ranks.start()
         # after the fork: a transport's service threads must not be forked
         ranks.transport.start_run(self)
-        if self.artefacts is not None:
-            self.artefacts.announce(ranks)
+        # what the run asks of the ranks beyond its dispatches, in one record
+        knobs = self.config.rank_knobs()
+        changed = knobs if knobs != ranks.knobs else None
+        settings = self.artefacts.settings if self.artefacts is not None else None
+        if changed is not None or settings is not None:
+            for r in range(ranks.world):
+                ranks.send(r, BeginRun(settings, changed))
+            ranks.knobs = knobs
 
     def orchestrate(self, host_vals: list):
         """Run the HOST orchestrator; its result (in shared values)."""

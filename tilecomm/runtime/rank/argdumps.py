@@ -9,10 +9,11 @@ dispatch directory ``d``::
     d/args_dump/{before,after}/<index>_<name>.npy  + d/args_dump/args.json
     d/args_dump/task<id>_<name>/{before,after}/... + .../args.json   (level 1 tasks)
 
-A window argument is this rank's copy.  A run without dumps never reaches
-this module: the untraced rank context has no hook for it, and a level-1 run
-switches the rank's context to a class whose ``task_scope`` wraps tagged
-tasks (the choice is made once per run, by class, as tracing does)."""
+A window argument is this rank's copy.  Dispatch arguments are written by
+``artefacts.RankArtefacts``; the tasks of a level-1 run are wrapped by
+``TaskDumps``, a sink on the rank's recorder (``recorder.py``) whose
+``task_scope`` wraps tagged tasks.  A run without dumps never reaches this
+module."""
 from __future__ import annotations
 
 import json
@@ -23,8 +24,7 @@ import threading
 import numpy as np
 
 from ...errors import RuntimeFault
-from .context import RankContext
-from .tile.site_ops import plain_paths
+from .recorder import Sink
 from ..values import WindowView
 
 ARGS_DIR = "args_dump"
@@ -73,19 +73,22 @@ def write_args(base: str, when: str, entries) -> None:
         raise unwritable(out, e) from None
 
 
-class TaskDumps:
+class TaskDumps(Sink):
     """A level-1 run's task dumps on one rank: the current dispatch's
-    directory and image (set by ``RankArtefacts.dispatch``)."""
+    directory and image.  On the stream after exploration, before tracing
+    (``ORDER``): a task's dumps are part of its traced slice."""
+
+    ORDER = 2
 
     def __init__(self):
         self.dir = None
         self.tasks: dict = {}
 
-    def begin_dispatch(self, d: str, image) -> None:
-        self.dir = d
-        self.tasks = getattr(image, "dump_tasks", {})
+    def begin_dispatch(self, ctx, d) -> None:
+        self.dir = d.dir
+        self.tasks = getattr(d.image, "dump_tasks", {})
 
-    def scope(self, inner):
+    def task_scope(self, ctx, inner):
         return DumpScope(inner, self) if self.tasks else inner
 
     def wrap(self, fn, idx, name, blocks):
@@ -137,16 +140,5 @@ class DumpScope:
         return self.inner.abandon(exc)
 
 
-@plain_paths
-class DumpingRankContext(RankContext):
-    """``RankContext`` of a level-1 run (never built: a run switches the rank's
-    context to it and sets ``_dumps``)."""
-
-    _dumps: TaskDumps
-
-    def task_scope(self):
-        return self._dumps.scope(super().task_scope())
-
-
-__all__ = ["DumpScope", "DumpingRankContext", "TaskDumps", "param_names", "unwritable",
+__all__ = ["DumpScope", "TaskDumps", "param_names", "unwritable",
            "write_args"]

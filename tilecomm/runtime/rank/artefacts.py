@@ -65,13 +65,13 @@ import time
 from dataclasses import dataclass
 
 from ...dfx import trace as T
-from .argdumps import ARGS_DIR, DumpingRankContext, TaskDumps, param_names, unwritable, write_args
+from .argdumps import ARGS_DIR, TaskDumps, param_names, unwritable, write_args
 from ..messages import Files
-from .collective_calls import BUILTIN_PREFIX
 from .context import RankContext
-from .exploring import Explorer, ExploringEndpoint, ExploringRankContext
-from .racing import RaceLog, RacingRankContext
-from .tracing import MAIN_TID, Recorder, TracingRankContext, pid_of
+from .exploring import Explorer, ExploringEndpoint
+from .racing import RaceLog
+from .recorder import Dispatch, Recording
+from .tracing import MAIN_TID, Recorder, pid_of
 
 DFX_DIR = "dfx_outputs"
 MERGED_TRACE = "merged_swimlane.json"
@@ -104,27 +104,6 @@ def race_log_path(settings: DfxSettings, rank: int) -> str:
 
 def step_log_path(settings: DfxSettings, rank: int) -> str:
     return f"{settings.explore[0]}-{rank}"
-
-
-# the recording classes a run may combine, outermost first: each calls the
-# next one's op (super()), the last reaches RankContext.  An explored run's
-# class comes first: a rank takes its turn before anything records the op.
-_RECORDING = (ExploringRankContext, DumpingRankContext, TracingRankContext, RacingRankContext)
-_COMBINED: dict = {}
-
-
-def recording_class(dumping: bool, tracing: bool, racing: bool, exploring: bool = False) -> type:
-    """The rank context class of a run that dumps / traces / checks races /
-    is explored."""
-    key = (exploring, dumping, tracing, racing)
-    cls = _COMBINED.get(key)
-    if cls is None:
-        bases = tuple(c for c, on in zip(_RECORDING, key) if on)
-        cls = bases[0] if len(bases) == 1 else \
-            type("".join(b.__name__.replace("RankContext", "") for b in bases) + "RankContext",
-                 bases, {"__doc__": "A run's combined recording context."})
-        _COMBINED[key] = cls
-    return cls
 
 
 def dfx_root(output_dir: str) -> str:
@@ -164,30 +143,35 @@ class RankArtefacts:
         self.rec = None
         self.meta: list = []                # (k, fname, line) per dispatch
         if settings.swimlane or settings.dep_gen or settings.scope_stats:
-            self.rec = rc._trace = Recorder(rank, settings.swimlane, settings.dep_gen,
-                                            settings.scope_stats)
+            self.rec = Recorder(rank, settings.swimlane, settings.dep_gen, settings.scope_stats)
         self.task_dumps = None
         if settings.dump_args == 1:
             # level 1: tagged tasks dump too (their scope is wrapped, see argdumps.py)
-            self.task_dumps = rc._dumps = TaskDumps()
+            self.task_dumps = TaskDumps()
         self.races = None
         if settings.races:
-            self.races = rc._races = RaceLog(rank, rc.control, rc._aborted_exc,
-                                             race_log_path(settings, rank))
+            self.races = RaceLog(rank, rc.control, rc._aborted_exc, race_log_path(settings, rank))
         self.explore = None
+        real = getattr(rc, "transport", None)
         if settings.explore:
-            self.explore = rc._explore = Explorer(rank, rc.world, rc.control, rc._aborted_exc,
-                                                  step_log_path(settings, rank),
-                                                  *settings.explore[1:])
-            # every signal, check and put / get of the run is a step
-            rc.transport = ExploringEndpoint(rc.transport, self.explore)
+            self.explore = Explorer(rank, rc.world, rc.control, rc._aborted_exc,
+                                    step_log_path(settings, rank), *settings.explore[1:])
+            # every check of a wait and every put / get of the run is a step
+            # (the sink takes the rest: exploring.py)
+            rc.transport = ExploringEndpoint(real, self.explore)
             rc._signal, rc._try_wait = rc.transport.signal, rc.transport.try_wait
         self.failed = False
-        # the recording variant, chosen once for the run (see tracing.py)
-        if self.rec is not None or self.task_dumps is not None or self.races is not None or \
-                self.explore is not None:
-            rc.__class__ = recording_class(self.task_dumps is not None, self.rec is not None,
-                                           self.races is not None, self.explore is not None)
+        sinks = [s for s in (self.rec, self.task_dumps, self.races, self.explore) if s is not None]
+        # a run that records nothing keeps the plain context (no recording
+        # code on its path at all); one that does records once, for every
+        # sink, through the recording context (the scheduler's threads follow
+        # at their next dispatch: Scheduler.begin)
+        self.recording = None
+        if sinks:
+            # a notify's signal goes to the transport below any sink's
+            # endpoint: the sinks take their turns in their hooks
+            self.recording = rc._rec = Recording(sinks, real.signal)
+            rc.__class__ = self.recording.context_class()
 
     def dispatch(self, fname, fn, call_args, vals, loc, image, seq):
         """Run one dispatch (``fn(*call_args)``, the rank's dispatch number
@@ -210,27 +194,17 @@ class RankArtefacts:
             dumped = [(i, names[i], vals[i]) for i in idx] or None
             if dumped is not None:
                 write_args(os.path.join(d, ARGS_DIR), "before", dumped)
-            if self.task_dumps is not None:
-                self.task_dumps.begin_dispatch(d, image)
-        rec = self.rec
-        if rec is not None:
-            rec.begin_dispatch(k, fname, image)
-        races = self.races
-        if races is not None:
-            races.begin_dispatch(fname, image, vals)
-        if self.explore is not None:
-            self.explore.begin_dispatch(image, vals, loc)
+        info = Dispatch(k, fname, image, tuple(vals), loc, seq, d)
+        recording = self.recording
+        if recording is not None:
+            recording.begin(self.rc, info)
         finished = False
         try:
             fn(*call_args)
             finished = True
         finally:
-            if rec is not None:
-                rec.end_dispatch(finished)
-        if races is not None:
-            if fname.startswith(BUILTIN_PREFIX):      # a HOST collective's share
-                races.collective(self.rc, fname[len(BUILTIN_PREFIX):], vals, loc, True)
-            races.end_dispatch(seq)
+            if recording is not None:
+                recording.end(self.rc, info, finished)
         if dumped is not None:
             write_args(os.path.join(d, ARGS_DIR), "after", dumped)
 
@@ -253,26 +227,22 @@ class RankArtefacts:
                 lines = {k: line for k, _, line in self.meta}
                 for dt in rec.dispatches:
                     self._write_dispatch(dt, lines.get(dt.k))
-            if self.races is not None:
-                self.races.finish()
-            if self.explore is not None:
-                # a failed run's other ranks are being stopped: no more turns
-                (self.explore.close if self.failed else self.explore.finish)()
+            if self.recording is not None:
+                self.recording.finish(self.failed)
         except OSError as e:
             raise unwritable(self.s.races if self.races is not None else self.s.root, e) \
                 from None
         finally:
-            # back to the unrecorded class (the scheduler's threads follow at
+            # back to the plain context (the scheduler's threads follow at
             # their next dispatch: Scheduler.begin)
-            self.rc.__class__ = RankContext
-            for k in ("_trace", "_dumps", "_races", "_explore"):
-                self.rc.__dict__.pop(k, None)
+            rc = self.rc
+            rc.__class__ = RankContext
+            rc.__dict__.pop("_rec", None)
             if self.explore is not None:       # the transport itself again
-                rc = self.rc
                 rc.transport = rc.transport.real
                 rc._signal, rc._try_wait = rc.transport.signal, rc.transport.try_wait
                 self.explore = None
-            self.races = None
+            self.races = self.recording = None
             if rec is not None:
                 # the scheduler's threads drop the recorder at their next
                 # dispatch; its events go now
@@ -397,4 +367,4 @@ def _write_json(path, obj):
 
 __all__ = ["DFX_DIR", "DfxSettings", "MERGED_TRACE", "RANK_TRACE", "RankArtefacts", "dfx_root",
            "dispatch_dir", "dispatch_trace_name", "merged_trace_path", "race_log_path",
-           "recording_class", "step_log_path"]
+           "step_log_path"]

@@ -20,6 +20,7 @@ from .collective_calls import RankCollectives
 from .tile.site_ops import POOL_MIN
 from .tile.kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
 from .taskops import TaskOps
+from .touched import transfer
 from ..values import Tile, WindowView, make_tile
 
 
@@ -64,12 +65,7 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
         self.world = world
         self.control = control
         self.transport = transport
-        self.config = config
-        self.spin = config.spin_iters
-        # with more ranks than cores a spinning waiter steals the core its
-        # releaser needs: yield almost at once instead
-        if world > (os.cpu_count() or 1):
-            self.spin = min(self.spin, 50)
+        self.configure(config.rank_knobs())
         self.func_id = 0
         self.sites: dict = {}            # call site -> tile.site_ops.Site
         if transport is not None:
@@ -79,6 +75,22 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
             self._try_wait = transport.try_wait
 
     _aborted_exc = RankAborted
+
+    def configure(self, knobs) -> None:
+        """Run with ``knobs`` (``config.RankKnobs``) from now on.  Called
+        between runs only: a scheduler made for other cores is shut down (its
+        threads are idle), and the next task scope makes one for these."""
+        old = self.__dict__.get("knobs")
+        self.knobs = knobs
+        self.spin = knobs.spin_iters
+        # with more ranks than cores a spinning waiter steals the core its
+        # releaser needs: yield almost at once instead
+        if self.world > (os.cpu_count() or 1):
+            self.spin = min(self.spin, 50)
+        sched = self.__dict__.get("_scheduler")
+        if sched is not None and old is not None and old != knobs:
+            sched.shutdown()
+            del self._scheduler
 
     def _hooks(self, record):
         # a task's wait is one of its scheduler's agents; the rank's own
@@ -231,27 +243,10 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
     # -------------------------------------------------------------- put / get
     def _transfer(self, op, window, peer, local, dst_offsets, src_offsets, shape, pushing):
         """(the peer copy's transport handle, index into it, the local array) of
-        a put (pushing) or get; whole tensors or matching sub-regions, all
-        bounds-checked."""
+        a put (pushing) or get (``touched.transfer``)."""
         h = self._member(window, peer, op)
-        remote = window.local                # same layout as every member's copy
-        if shape is None:
-            dshape, sshape = (remote.shape, local.shape) if pushing else \
-                (local.shape, remote.shape)
-            if dshape != sshape:
-                raise fault(f"{op}: src shape {sshape} differs from dst shape {dshape}",
-                            code="TC503")
-            return h, (), local
-        r_off, l_off = (dst_offsets, src_offsets) if pushing else (src_offsets, dst_offsets)
-        r_what, l_what = (f"{op} dst region", f"{op} src region") if pushing else \
-            (f"{op} src region", f"{op} dst region")
-        if pushing:
-            ridx = region_index(remote, r_off, shape, r_what)
-            lidx = region_index(local, l_off, shape, l_what)
-        else:
-            lidx = region_index(local, l_off, shape, l_what)
-            ridx = region_index(remote, r_off, shape, r_what)
-        return h, ridx, local[lidx]
+        ridx, region = transfer(op, window, local, dst_offsets, src_offsets, shape, pushing)
+        return h, ridx, region
 
     # chunk_rows/chunk_cols/pipeline size a hardware staging tile; on the CPU
     # one copy of the whole region moves the same bytes, faster

@@ -40,16 +40,14 @@ import zlib
 import numpy as np
 
 from ... import _native_core as native
-from ...check.events import byte_runs
+from ...check.events import ATOMIC as ATOMIC_ACCESS, READ as READ_ACCESS, byte_runs
 from ...check.schedules import ADD, READ, WRITE, Step
 from ...errors import RuntimeFault
 from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
 from ...transport.segments import PREFIX
 from ..control import SLOT, TURN_RANK_SLOTS, TURN_SLOTS
 from ..values import WindowView
-from .context import RankContext
-from .tile.site_ops import plain_paths
-from .touched import assigned, element, loaded, stored
+from .recorder import Sink
 from .tracing import SourceLines
 
 # header slots of the turn block
@@ -200,9 +198,32 @@ def cell_key(target: tuple) -> int:
     return zlib.crc32(repr(target).encode()) + 1
 
 
-class Explorer:
+# a recorded access's kind as a step's effect
+_EFFECT = {READ_ACCESS: READ, ATOMIC_ACCESS: ADD}
+
+
+class Explorer(Sink):
     """A rank's part of one explored run: its turns, what it knows of the
-    windows (to name what a step touches), and its log."""
+    windows (to name what a step touches), and its log.
+
+    As a sink it comes first on the stream (``ORDER``): a rank takes its turn
+    before anything else records an operation -- before tracing starts its
+    slice and before the race check takes a notify's sequencer lock.  Its
+    steps are taken at two places, each visible operation at exactly one:
+
+    * here, on the recorder's events: each access of window memory in this
+      rank's own copy (``OP`` events without a remote access), each notify
+      the program makes, each check of another rank's dispatch progress and
+      the end of a dispatch;
+    * at the transport (``ExploringEndpoint``): each check of a wait, each
+      put / get (the remote loads and stores, put and get of the program,
+      both sides), and the signals and transfers inside collectives.
+
+    ``PLAIN_SITES``: loads copy (a view would read the memory at its use, a
+    later step than the load's), so the call-site forms take the plain ops."""
+
+    ORDER = 1
+    PLAIN_SITES = True
 
     def __init__(self, rank: int, world: int, control, aborted_exc, path: str, schedule: tuple,
                  limit: int):
@@ -215,17 +236,70 @@ class Explorer:
         self.windows: dict = {}
         self.real: dict = {}            # a segment as steps name it -> its name in this run
         self.fallback = "?"             # the line of the dispatch being run
-        self.granted = None             # a notify's turn, taken before the race check's lock
         self.last = -1                  # the index of this rank's last step
 
     # ------------------------------------------------------------ dispatches
-    def begin_dispatch(self, image, vals, loc) -> None:
-        self.lines.follow(image)
-        sp = image.span(loc)
+    def begin_dispatch(self, ctx, d) -> None:
+        self.lines.follow(d.image)
+        sp = d.image.span(d.loc)
         self.fallback = f"{sp.file}:{sp.line}" if sp is not None else "?"
-        for v in vals:
+        for v in d.vals:
             if isinstance(v, WindowView):
                 self.window(v)
+
+    # ------------------------------------------------------------ the stream
+    def before_defer(self, ctx, ev) -> None:
+        raise RuntimeFault("an explored run runs each rank's tasks one at a time on one core, "
+                           "and pld.system.defer_wait hands its conditions to a watcher thread "
+                           "that would move beside them", code="TC604",
+                           hint="explore the protocol with pld.system.wait in the task")
+
+    def before_notify(self, ctx, ev) -> None:
+        # the notify's turn, logged as taken with its own effect: two adds to
+        # one cell commute, a set does not
+        target = self.cell_target(ev.cell)
+        ev.notes["explored"] = (self.step(ADD if ev.arg("op") == NOTIFY_ADD else WRITE, target),
+                                target)
+
+    def after_notify(self, ctx, ev) -> None:
+        s, target = ev.notes["explored"]
+        self.turns.wrote(cell_key(target))
+        value = ev.arg("value")
+        how = f"+= {value}" if ev.arg("op") == NOTIFY_ADD else f"= {value}"
+        self.log(s, f"notify {self.label(target)} {how} (now {ev.result})")
+
+    def before_op(self, ctx, ev) -> None:
+        if ev.remote():                 # stepped at the transport, both sides
+            return
+        try:
+            accesses = ev.accesses()
+        except Exception:               # the op itself raises, with its own message
+            return
+        for a in accesses:
+            self.access(a.array, _EFFECT.get(a.kind, WRITE), ev.op)
+
+    def before_await_dispatch(self, ctx, ev) -> None:
+        rank, seq = ev.args
+        target = ("done", rank)
+        parked = 0
+        while True:
+            s = self.step(READ, target, parked=parked)
+            if s is None:               # stuck: the plain wait blocks, for the monitor
+                return
+            done = ctx.control.done_seq(rank)
+            self.log(s, f"wait for rank {rank}'s dispatch {seq} (it has done {done})")
+            if done >= seq:
+                return
+            parked = cell_key(target)
+
+    def before_dispatch_done(self, ctx, ev) -> None:
+        target = ("done", ctx.device)
+        ev.notes["explored"] = (self.step(WRITE, target), target)
+
+    def after_dispatch_done(self, ctx, ev) -> None:
+        s, target = ev.notes["explored"]
+        self.turns.wrote(cell_key(target))
+        self.log(s, "its dispatch ends")
 
     def window(self, view: WindowView) -> None:
         key = view.key
@@ -327,8 +401,10 @@ class Explorer:
         s = self.step(effect, target, runs)
         self.log(s, f"{op} {label}")
 
-    def finish(self) -> None:
-        self.turns.finish()
+    def finish(self, failed: bool = False) -> None:
+        # a failed run's other ranks are being stopped: no more turns
+        if not failed:
+            self.turns.finish()
         self.close()
 
     def close(self) -> None:
@@ -351,23 +427,13 @@ class ExploringEndpoint:
         return getattr(self.real, name)
 
     # ------------------------------------------------------------ signals
-    def grant_signal(self, cell, op) -> None:
-        """Take a notify's turn now (before the race check's sequencer lock).
-        Its step is logged as taken, so it carries the notify's own effect:
-        two adds to one cell commute, a set does not."""
-        target = self.ex.cell_target(cell)
-        effect = ADD if op == NOTIFY_ADD else WRITE
-        self.ex.granted = (cell, self.ex.step(effect, target), target)
-
+    # The program's own notifies reach the transport below this endpoint
+    # (``Recording.signal``): their turn is taken by the sink.  What comes
+    # here is a collective's signals.
     def signal(self, cell, op, value):
         ex = self.ex
-        granted, ex.granted = ex.granted, None
-        if granted is not None and granted[0] is cell:
-            _, s, target = granted
-        else:
-            target = ex.cell_target(cell)
-            s = ex.step(ADD if op == NOTIFY_ADD else WRITE, target)
-        s = s._replace(effect=ADD if op == NOTIFY_ADD else WRITE)
+        target = ex.cell_target(cell)
+        s = ex.step(ADD if op == NOTIFY_ADD else WRITE, target)
         new = self.real.signal(cell, op, value)
         ex.turns.wrote(cell_key(target))
         how = f"+= {value}" if op == NOTIFY_ADD else f"= {value}"
@@ -450,83 +516,7 @@ class ExploringEndpoint:
         self.real.get(window, index, dst)
 
 
-@plain_paths        # call-site ops take the plain ones: every access is a step
-class ExploringRankContext(RankContext):
-    """``RankContext`` of an explored run (see the module doc): local window
-    accesses and dispatch progress; the transport (an ``ExploringEndpoint``)
-    makes the rest steps.  A rank's tasks run on one core (the run's
-    ``RunConfig.cores``), so one thread of the rank moves at a time.  Never built: a run
-    switches the rank's context to a class with this one first among its
-    bases and sets ``_explore``."""
-
-    _explore: Explorer
-
-    def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
-        raise RuntimeFault("an explored run runs each rank's tasks one at a time on one core, "
-                           "and pld.system.defer_wait hands its conditions to a watcher thread "
-                           "that would move beside them", code="TC604",
-                           hint="explore the protocol with pld.system.wait in the task")
-
-    def notify(self, target, peer, offsets, value, op):
-        cell = target.cells.get((peer, offsets))
-        if cell is None:
-            cell = self._cell(target, peer, offsets, "pld.system.notify")
-        self.transport.grant_signal(cell, op)
-        return super().notify(target, peer, offsets, value, op)
-
-    def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
-        self._local(lambda: loaded(tensor, offsets, shapes, valid_shape), READ, "pl.load")
-        return super().load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
-
-    def store(self, tile, offsets, output_tensor, shapes=None, atomic=0):
-        self._local(lambda: stored(tile, offsets, output_tensor, shapes),
-                    ADD if atomic else WRITE, "pl.store")
-        return super().store(tile, offsets, output_tensor, shapes, atomic)
-
-    def read(self, src, offset):
-        self._local(lambda: element(src, offset, "pl.read"), READ, "pl.read")
-        return super().read(src, offset)
-
-    def write(self, dst, offset, value):
-        self._local(lambda: element(dst, offset, "pl.write"), WRITE, "pl.write")
-        super().write(dst, offset, value)
-
-    def assign(self, base, items, value):
-        self._local(lambda: assigned(base, items), WRITE, "element assignment")
-        super().assign(base, items, value)
-
-    def _local(self, region, effect: str, op: str) -> None:
-        try:
-            array = region()
-        except Exception:               # the op itself raises, with its own message
-            return
-        self._explore.access(array, effect, op)
-
-    def wait_dispatch(self, rank: int, seq: int):
-        ex = self._explore
-        target = ("done", int(rank))
-        parked = 0
-        while True:
-            s = ex.step(READ, target, parked=parked)
-            if s is None:
-                break
-            done = self.control.done_seq(rank)
-            ex.log(s, f"wait for rank {rank}'s dispatch {seq} (it has done {done})")
-            if done >= seq:
-                break
-            parked = cell_key(target)
-        super().wait_dispatch(rank, seq)
-
-    def dispatch_done(self, seq: int) -> None:
-        ex = self._explore
-        target = ("done", self.device)
-        s = ex.step(WRITE, target)
-        super().dispatch_done(seq)
-        ex.turns.wrote(cell_key(target))
-        ex.log(s, "its dispatch ends")
-
-
-__all__ = ["Explorer", "ExploringEndpoint", "ExploringRankContext", "Turns", "read_steps"]
+__all__ = ["Explorer", "ExploringEndpoint", "Turns", "read_steps"]
 
 
 def read_steps(path: str) -> list:

@@ -101,7 +101,10 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
             images[msg.image.key] = msg.image
             continue
         if isinstance(msg, M.BeginRun):
-            dfx = RankArtefacts(rank, msg.settings, rc, ship)
+            if msg.knobs is not None:
+                rc.configure(msg.knobs)
+            if msg.settings is not None:
+                dfx = RankArtefacts(rank, msg.settings, rc, ship)
             continue
         control.set_state(rank, C.RUNNING)
         finished = isinstance(msg, M.EndRun)

@@ -1,31 +1,29 @@
-"""The race-checking rank context: what a dispatch of a ``RunConfig(
-detect_races=True)`` run runs with.
+"""The race check's sink on the rank's recorder (``recorder.py``): what a
+dispatch of a ``RunConfig(detect_races=True)`` run records for the check.
 
-Like tracing, the choice is made once per run by class (``artefacts.py``
-composes the recording classes a run asks for), so an unchecked run carries
-no test of any flag.  Every op this class overrides does what the next class
-does, and appends the facts the race check needs (``check/events.py``) to
-the rank's ``RaceLog``: each window access (which copy, which bytes, read /
-write / atomic, the user's line, the thread and task), each notify with its
-place in the cell's modification order, each satisfied wait and deferred
-condition with how much of that order it saw, each task's submission and
-predecessors, each collective's footprint and barriers, each dispatch's end.
-The controller replays the ranks' logs after the call (``check/races.py``).
+``RaceLog`` appends the facts the race check needs (``check/events.py``) to
+the rank's log: each window access (which copy, which bytes, read / write /
+atomic, the user's line, the thread and task), each notify with its place in
+the cell's modification order, each satisfied wait and deferred condition
+with how much of that order it saw, each task's submission and predecessors,
+each collective's footprint and barriers, each dispatch's end.  The
+controller replays the ranks' logs after the call (``check/races.py``).
 
 The modification order comes from the control plane's sequencer: a notify
-runs under its cell's stripe lock and takes the next number there; a wait,
-once satisfied, reads the count under the same lock.  That lock is the only
-thing a checked run adds to the synchronisation itself.
+runs under its cell's stripe lock and takes the next number there
+(``sequenced_signal``: this sink is the one that runs a notify's signal); a
+wait, once satisfied, reads the count under the same lock.  That lock is the
+only thing a checked run adds to the synchronisation itself.
 
-What counts as an access of a window: ``pl.load`` / ``pl.store`` /
-``pl.read`` / ``pl.write`` and element assignment on an array of this rank's
-copy (a window view or an array cut from one), both sides of remote loads /
-stores and put / get, and the element ranges a collective reads and writes
-(``collectives/footprints.py``).
+What counts as an access of a window: every access an op's record declares
+(``touches``: loads, stores, element reads and writes, assembly, the
+operands of elementwise and tensor-level ops, both sides of remote loads /
+stores and put / get), element assignment and indexing, and the element
+ranges a collective reads and writes (``collectives/footprints.py``) -- of
+an array that lies in this rank's copy of a window, or of a peer's copy.
 """
 from __future__ import annotations
 
-import inspect
 import pickle
 import threading
 
@@ -34,15 +32,11 @@ import numpy as np
 from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER, DONE, END,
                              MAIN, NOTIFY, READ, SUBMIT, WAIT, WRITE, byte_runs, stripe_of)
 from ...collectives import footprints
-from ...collectives.names import NAMES
-from .context import RankContext
-from .tile.site_ops import plain_paths
+from .collective_calls import BUILTIN_PREFIX
 from .deps import Tracker, explicit_ids, inferred_ids
-from .tile.kernel_ops import arr, tile_valid
-from .tile.regions import region_index
-from .touched import assigned, clip, element, loaded, stored
+from .recorder import Local, Sink
 from .tracing import SourceLines
-from ..values import Tile, WindowView
+from ..values import WindowView
 
 
 # events a rank keeps in memory before it appends them to its log file
@@ -50,12 +44,19 @@ from ..values import Tile, WindowView
 SPILL_EVENTS = 1 << 16
 
 
-class RaceLog:
+class RaceLog(Sink):
     """A rank's events of one race-checking run, appended from every thread
     of the rank (under ``lock``) and written to ``path`` in chunks of
     ``SPILL_EVENTS``, so a long call holds a bounded part of them in memory.
-    An access that repeats its thread's previous event exactly (a loop
-    reading one tile with no synchronisation between) is kept once."""
+    An access that repeats its thread's previous event (a loop reading one
+    tile with no synchronisation between, a view read again by the op it
+    feeds) is kept once (``add``).
+
+    As a sink it comes last on the stream (``ORDER``): it runs a notify's
+    signal itself, under its cell's sequencer lock, after every other sink
+    has taken its turn or noted the time."""
+
+    ORDER = 4
 
     def __init__(self, rank: int, control, aborted_exc, path: str):
         self.rank = rank
@@ -76,15 +77,75 @@ class RaceLog:
         self.add((BASE, None, control.sequence_counts()))
 
     # ------------------------------------------------------------ dispatches
-    def begin_dispatch(self, fname: str, image, vals) -> None:
-        self.fname = fname
-        self.lines.follow(image)
-        for v in vals:
+    def begin_dispatch(self, ctx, d) -> None:
+        self.fname = d.fname
+        self.lines.follow(d.image)
+        for v in d.vals:
             if isinstance(v, WindowView):
                 self.window(v)
 
-    def end_dispatch(self, seq: int) -> None:
-        self.add((DONE, MAIN, seq))
+    def end_dispatch(self, ctx, d, finished: bool) -> None:
+        if not finished:
+            return
+        if d.fname.startswith(BUILTIN_PREFIX):        # a HOST collective's share
+            self.collective(ctx, d.fname[len(BUILTIN_PREFIX):], d.vals, d.loc, True)
+        self.add((DONE, MAIN, d.seq))
+
+    def task_scope(self, ctx, scope):
+        return RacingScope(scope, self, ctx)
+
+    # ------------------------------------------------------------ the stream
+    def after_op(self, ctx, ev) -> None:
+        loc = ev.loc
+        for a in ev.accesses():
+            if type(a) is Local:
+                self.local(ctx, a.array, a.kind, ev.op, loc)
+            else:
+                self.remote(ctx, a.view, a.peer, a.index, a.kind, ev.op, loc)
+
+    def sequenced_signal(self, ctx, ev, signal):
+        target, peer, offsets = ev.args[:3]
+        key = ev.notes["race_key"] = cell_key(target, peer, offsets)
+        new, ev.notes["race_seq"] = self.sequenced(key, signal)
+        return new
+
+    def after_notify(self, ctx, ev) -> None:
+        target, peer, offsets, value, op = ev.args
+        thr, who, line = self.site(ctx)
+        self.window(target)
+        self.add((NOTIFY, thr, ev.notes["race_key"], int(op), int(value), int(ev.result),
+                  ev.notes["race_seq"], line, who))
+
+    def after_wait(self, ctx, ev) -> None:
+        signal, offsets, expected, cmp, loc = ev.args
+        key = cell_key(signal, signal.rank, offsets)
+        _, seen = self.sequenced(key)
+        thr, who, line = self.site(ctx, loc)
+        self.window(signal)
+        self.add((WAIT, thr, key, int(cmp), int(expected), seen, line, who,
+                  cell_label(signal, signal.rank, offsets)))
+
+    def after_defer(self, ctx, ev) -> None:
+        signal, offsets, expected, cmp, loc = ev.args
+        self.window(signal)
+        cell = signal.cells[(signal.rank, offsets)]
+        self.conds[cell] = (cell_key(signal, signal.rank, offsets), self.site(ctx, loc)[2],
+                            cell_label(signal, signal.rank, offsets))
+        self.add((DEFER, self.thread(ctx)))
+
+    def after_release(self, ctx, ev) -> None:
+        cell, cmp, expected, record = ev.args
+        task = ctx.agent.task if ctx.agent is not None else None
+        if task is not None:
+            self.condition(task, cell, expected, record)
+
+    def after_await_dispatch(self, ctx, ev) -> None:
+        rank, seq = ev.args
+        self.add((AFTER, MAIN, rank, seq))
+
+    def after_collective(self, ctx, ev) -> None:
+        operands = [a for p, a in zip(ev.params, ev.args) if p != "_loc"]
+        self.collective(ctx, ev.op.rsplit(".", 1)[1], operands, ev.loc, False)
 
     def window(self, view: WindowView) -> None:
         """Know ``view``'s buffer, and where this rank's copy of it lies (each
@@ -179,8 +240,13 @@ class RaceLog:
 
     def add(self, event: tuple) -> None:
         with self.lock:
-            if event[0] == ACCESS and self.last.get(event[1]) == event:
-                return
+            if event[0] == ACCESS:
+                last = self.last.get(event[1])
+                # the same bytes, kind and line as the thread's previous event,
+                # whatever the op: a loop reading one tile, or a call-site load's
+                # view read again by the op it feeds (same line, nothing between)
+                if last is not None and last[:5] == event[:5] and last[6:] == event[6:]:
+                    return
             self.last[event[1]] = event
             self.events.append(event)
             if len(self.events) >= SPILL_EVENTS:
@@ -191,7 +257,7 @@ class RaceLog:
             pickle.dump(self.events, f, protocol=pickle.HIGHEST_PROTOCOL)
         self.events = []
 
-    def finish(self) -> None:
+    def finish(self, failed: bool = False) -> None:
         """The run ended on this rank: the rest of the events, then the names
         of the windows they name."""
         with self.lock:
@@ -272,182 +338,4 @@ class RacingScope:
         return self.inner.abandon(exc)
 
 
-@plain_paths
-class RacingRankContext(RankContext):
-    """``RankContext`` that records for the race check (see the module doc).
-    Never built: a run switches the rank's context to a class with this one
-    among its bases and sets ``_races`` (a ``RaceLog``)."""
-
-    _races: RaceLog
-
-    def task_scope(self):
-        log = self._races
-        return RacingScope(super().task_scope(), log, self)
-
-    # ------------------------------------------------------------ local
-    def load(self, tensor, offsets, shapes, valid_shape=None, target_memory=None, clamp=False):
-        out = super().load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
-        self._races.local(self, loaded(tensor, offsets, shapes, valid_shape), READ, "pl.load")
-        return out
-
-    def store(self, tile, offsets, output_tensor, shapes=None, atomic=0):
-        out = super().store(tile, offsets, output_tensor, shapes, atomic)
-        self._races.local(self, stored(tile, offsets, output_tensor, shapes),
-                          ATOMIC if atomic else WRITE, "pl.store")
-        return out
-
-    # ------------------------------------------------------------ call sites
-    # The call-site forms (tile/site_ops.py) where their fast path applies,
-    # with the plain ops' records: a checked run keeps the views and the
-    # reused tiles, so checking costs what recording costs.  Elsewhere, and
-    # for a stored elementwise result, the plain op (plain_paths).
-    binary_at = RankContext.binary_at             # local arithmetic: nothing to record
-
-    def load_at(self, site, view, tensor, offsets, shapes, valid_shape=None,
-                target_memory=None, clamp=False):
-        if valid_shape is not None or clamp:
-            return self.load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
-        out = super().load_at(site, view, tensor, offsets, shapes)
-        a = arr(tensor)
-        self._races.local(self, a[region_index(a, offsets, shapes, "pl.load region")], READ,
-                          "pl.load")
-        return out
-
-    def store_at(self, site, tile, offsets, output_tensor, shapes=None, atomic=0):
-        a = arr(output_tensor)
-        if type(tile) is not Tile or tile.valid is not None or shapes is not None or atomic \
-                or tile.ndim > a.ndim:
-            return self.store(tile, offsets, output_tensor, shapes, atomic)
-        out = super().store_at(site, tile, offsets, output_tensor)
-        self._races.local(self, a[region_index(a, offsets, tile.shape, "pl.store region")],
-                          WRITE, "pl.store")
-        return out
-
-    def remote_load_at(self, site, view, target, peer, offsets, shape, valid_shape=None):
-        if valid_shape is not None:
-            return self.remote_load(target, peer, offsets, shape, valid_shape)
-        out = super().remote_load_at(site, view, target, peer, offsets, shape)
-        idx = region_index(target.local, offsets, shape, "pld.tile.remote_load region")
-        self._races.remote(self, target, peer, idx, READ, "pld.tile.remote_load")
-        return out
-
-    def read(self, src, offset):
-        out = super().read(src, offset)
-        self._races.local(self, element(src, offset, "pl.read"), READ, "pl.read")
-        return out
-
-    def write(self, dst, offset, value):
-        super().write(dst, offset, value)
-        self._races.local(self, element(dst, offset, "pl.write"), WRITE, "pl.write")
-
-    def assign(self, base, items, value):
-        super().assign(base, items, value)
-        self._races.local(self, assigned(base, items), WRITE, "pl.assign")
-
-    # ------------------------------------------------------------ signals
-    def notify(self, target, peer, offsets, value, op):
-        cell = target.cells.get((peer, offsets))
-        if cell is None:
-            cell = self._cell(target, peer, offsets, "pld.system.notify")
-        log = self._races
-        key = cell_key(target, peer, offsets)
-        new, seq = log.sequenced(key, lambda: self._signal(cell, op, value))
-        thr, who, line = log.site(self)
-        log.window(target)
-        log.add((NOTIFY, thr, key, int(op), int(value), int(new), seq, line, who))
-        return new
-
-    def wait(self, signal, offsets, expected, cmp, _loc=-1):
-        super().wait(signal, offsets, expected, cmp, _loc)
-        log = self._races
-        key = cell_key(signal, signal.rank, offsets)
-        _, seen = log.sequenced(key)
-        thr, who, line = log.site(self, _loc)
-        log.window(signal)
-        log.add((WAIT, thr, key, int(cmp), int(expected), seen, line, who,
-                 cell_label(signal, signal.rank, offsets)))
-
-    def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
-        super().defer_wait(signal, offsets, expected, cmp, _loc)
-        log = self._races
-        log.window(signal)
-        cell = signal.cells[(signal.rank, offsets)]
-        log.conds[cell] = (cell_key(signal, signal.rank, offsets), log.site(self, _loc)[2],
-                           cell_label(signal, signal.rank, offsets))
-        log.add((DEFER, log.thread(self)))
-
-    def wait_cell(self, cell, cmp, expected, record):
-        super().wait_cell(cell, cmp, expected, record)
-        task = self.agent.task if self.agent is not None else None
-        if task is not None:
-            self._races.condition(task, cell, expected, record)
-
-    def wait_dispatch(self, rank: int, seq: int):
-        super().wait_dispatch(rank, seq)
-        self._races.add((AFTER, MAIN, int(rank), int(seq)))
-
-    # ------------------------------------------------------------ remote
-    def remote_load(self, target, peer, offsets, shape, valid_shape=None):
-        out = super().remote_load(target, peer, offsets, shape, valid_shape)
-        ext = shape if valid_shape is None else [min(int(v), int(s))
-                                                 for v, s in zip(valid_shape, shape)]
-        idx = tuple(slice(int(o), int(o) + e) for o, e in
-                    zip(offsets, clip(offsets, ext, target.local.shape)))
-        self._races.remote(self, target, peer, idx, READ, "pld.tile.remote_load")
-        return out
-
-    def remote_store(self, src, target, peer, offsets, atomic=0):
-        super().remote_store(src, target, peer, offsets, atomic)
-        data = tile_valid(src) if hasattr(src, "valid") else np.asarray(arr(src))
-        if data.ndim > 2:
-            data = data.reshape(data.shape[-2:])
-        log = self._races
-        # the short form pld.remote_store is the tile form on a tile
-        op = "pld.tile.remote_store" if hasattr(src, "valid") else "pld.tensor.remote_store"
-        log.local(self, arr(src), READ, op)
-        idx = region_index(target.local, offsets, data.shape, "remote_store region")
-        log.remote(self, target, peer, idx, ATOMIC if atomic else WRITE, op)
-
-    def put(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, atomic=0,
-            chunk_rows=0, chunk_cols=0, pipeline=False):
-        super().put(dst, peer, src, dst_offsets, src_offsets, shape, atomic, chunk_rows,
-                    chunk_cols, pipeline)
-        _, idx, s = self._transfer("pld.tensor.put", dst, peer, arr(src), dst_offsets,
-                                   src_offsets, shape, True)
-        log = self._races
-        log.local(self, s, READ, "pld.tensor.put")
-        log.remote(self, dst, peer, idx, ATOMIC if atomic else WRITE, "pld.tensor.put")
-
-    def get(self, dst, peer, src, dst_offsets=None, src_offsets=None, shape=None, chunk_rows=0,
-            chunk_cols=0, pipeline=False):
-        super().get(dst, peer, src, dst_offsets, src_offsets, shape, chunk_rows, chunk_cols,
-                    pipeline)
-        _, idx, d = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets,
-                                   src_offsets, shape, False)
-        log = self._races
-        log.remote(self, src, peer, idx, READ, "pld.tensor.get")
-        log.local(self, d, WRITE, "pld.tensor.get")
-
-
-def _collective(name):
-    """The recording variant of collective ``name`` called in a kernel."""
-    sig = inspect.signature(getattr(RankContext, name))
-    params = [p for p in sig.parameters if p not in ("self", "_loc")]
-
-    def recorded(self, *args, **kw):
-        out = getattr(super(RacingRankContext, self), name)(*args, **kw)
-        bound = sig.bind(self, *args, **kw)
-        bound.apply_defaults()
-        a = bound.arguments
-        self._races.collective(self, name, [a[p] for p in params], a["_loc"], False)
-        return out
-
-    recorded.__name__ = name
-    return recorded
-
-
-for _name in NAMES:
-    setattr(RacingRankContext, _name, _collective(_name))
-
-
-__all__ = ["RaceLog", "RacingRankContext", "RacingScope", "cell_key", "read_log"]
+__all__ = ["RaceLog", "RacingScope", "cell_key", "cell_label", "read_log"]

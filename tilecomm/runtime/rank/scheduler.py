@@ -46,11 +46,10 @@ from .deps import Tracker, base_array, explicit_ids
 DEFER_SLOTS = 64           # deferred tasks tracked at once (upstream MAX_ASYNC_WAITS)
 
 QUEUED, READY, RUNNING, DEFERRED, DONE = range(5)
-# what a run's recording class keeps on the rank's context: every thread's
-# copy gets the same (tracing's Recorder, the race check's RaceLog, dumps, an
-# explored run's Explorer, and the transport it steps through)
-RECORDERS = ("_trace", "_races", "_dumps", "_explore")
-FOLLOWED = RECORDERS + ("transport", "_signal", "_try_wait")
+# what a recording run keeps on the rank's context: every thread's copy gets
+# the same (the run's Recording, and the transport an explored run steps
+# through)
+FOLLOWED = ("_rec", "transport", "_signal", "_try_wait")
 
 
 class TaskAbort(BaseException):
@@ -234,8 +233,8 @@ class Scheduler:
                     ctx.__dict__.pop(k, None)
                 else:
                     setattr(ctx, k, rec)
-        self.held_hooks = tuple(r.conditions_held for r in (found["_trace"], found["_races"])
-                                if r is not None)
+        rec = found["_rec"]
+        self.held_hooks = rec.conditions_held if rec is not None else ()
 
     def _followed(self) -> tuple:
         return tuple(self.rc.__dict__.get(k) for k in FOLLOWED)

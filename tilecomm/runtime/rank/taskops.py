@@ -30,8 +30,8 @@ class TaskOps:
         first use: programs without tasks never start a core thread)."""
         s = self.__dict__.get("_scheduler")
         if s is None:
-            s = self._scheduler = Scheduler(self, self.config.resolved_cores(), self._aborted_exc,
-                                            self.config.resolved_task_window())
+            s = self._scheduler = Scheduler(self, self.knobs.cores, self._aborted_exc,
+                                            self.knobs.task_window)
         return s.begin()
 
     def get_block_idx(self):

@@ -1,38 +1,35 @@
-"""The recording rank context: what a traced dispatch runs with.
+"""The tracing sink on the rank's recorder (``recorder.py``): what a traced
+dispatch records.
 
 A dispatch whose ``RunConfig`` asks for a swimlane, a task graph or scope
-statistics runs with ``TracingRankContext`` -- the rank's own context with its
-class switched for that run (``artefacts.RankArtefacts``), and the scheduler's
-core and watcher contexts switched with it (``Scheduler.begin``).  Every op it
-overrides records and then does exactly what ``RankContext`` does, so a traced
-run computes what an untraced one does, and the untraced path carries no
-check of any tracing flag: the choice is made once per run, by class.
+statistics records through the rank's recording context, with this sink on
+its stream (``artefacts.RankArtefacts``).  The sink only looks: every op
+does exactly what it does in an untraced run, and an untraced run carries no
+check of any tracing flag -- it never reaches the recorder at all.
 
 What is recorded (``Recorder``): a slice per task block (on its core's
 track), per ``pld.system.notify`` (the cell, op, value and the value the
 cell took), per blocking ``pld.system.wait`` and per deferred condition's
-release (cell, condition, the value seen after it returned), per remote
-load / store, put / get and InCore collective, each with the user's source
-line; at level 3 the tasks each task waited for, at level 4 the submission
-of each task and the orchestrating thread's wait for them; the task graph of
-each dispatch (inferred and explicit edges); and the task-window watermark
-of each task scope.
+release (cell, condition, the value seen after it returned), per op that
+touches a peer's copy (remote load / store, put / get) and per InCore
+collective, each with the user's source line; at level 3 the tasks each
+task waited for, at level 4 the submission of each task and the
+orchestrating thread's wait for them; the task graph of each dispatch
+(inferred and explicit edges); and the task-window watermark of each task
+scope.
 """
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 import time
 
 import numpy as np
 
-from ...collectives.names import NAMES
 from ...transport.base import NOTIFY_ADD
 from ...waits import CMP_NAMES
 from .deps import Tracker, explicit_ids, inferred_ids
-from .context import RankContext
-from .tile.site_ops import plain_paths
+from .recorder import Sink
 
 now = time.perf_counter_ns          # CLOCK_MONOTONIC: one clock for every rank process
 
@@ -111,13 +108,19 @@ class SourceLines:
         return spans[key]
 
 
-class Recorder:
+class Recorder(Sink):
     """Per rank and run: the events of each dispatch, appended from the
     rank's thread, its cores and its watchers (``list.append`` is atomic;
     counters take ``lock``).  An event holds only strings, numbers and
     tuples of them, never a list: the garbage collector then stops tracking
     it, and a long trace does not make every collection of the program
-    slower."""
+    slower.
+
+    On the stream it comes after exploration and dumps (``ORDER``): a slice
+    starts once an explored rank has its turn, and ends before the race
+    check logs the op."""
+
+    ORDER = 3
 
     def __init__(self, rank: int, swimlane: int, graph: bool, stats: bool):
         self.rank = rank
@@ -137,22 +140,104 @@ class Recorder:
         self._tracker = None            # the task graph's dependency tracker, per dispatch
 
     # ------------------------------------------------------------ dispatches
-    def begin_dispatch(self, k: int, fname: str, image) -> DispatchTrace:
-        d = self.current = DispatchTrace(k, fname)
-        self.lines.follow(image)
+    def begin_dispatch(self, ctx, info) -> None:
+        d = self.current = DispatchTrace(info.k, info.fname)
+        self.lines.follow(info.image)
         self._tracker = Tracker() if self.graph else None
         self._in_flight = self._peak = self._submitted = 0
         d.t0 = now()
-        return d
 
-    def end_dispatch(self, finished: bool = True) -> DispatchTrace:
+    def end_dispatch(self, ctx, info, finished: bool) -> None:
         d = self.current
         d.t1 = now()
         d.finished = finished
         self._tracker = None            # holds views of this call's memory
         self.dispatches.append(d)
         self.current = None
-        return d
+
+    def task_scope(self, ctx, scope):
+        return TracedScope(scope, self, self.current.fname)
+
+    # ------------------------------------------------------------ the stream
+    # Each slice starts in the before hook (``notes["t0"]``) and ends in the
+    # after hook; a wait or release that raised (aborted while blocked) ends
+    # as a slice of the blocked category.  Below level 2 only tasks are traced.
+    def _start(self, ctx, ev) -> None:
+        if self.comm:
+            ev.notes["t0"] = now()
+
+    before_notify = before_wait = before_release = before_collective = _start
+
+    def before_op(self, ctx, ev) -> None:
+        if self.comm and ev.remote():
+            ev.notes["t0"] = now()
+
+    def after_op(self, ctx, ev) -> None:
+        t0 = ev.notes.get("t0")
+        if t0 is None:
+            return
+        info = {"peer": int(ev.arg("peer"))}
+        if "src" in ev.params and "target" in ev.params:       # a remote store
+            info["shape"] = tuple(np.shape(ev.arg("src")))
+        info["line"] = self.line(ev.loc)
+        self.slice(ctx, ev.op, "rma", t0, info)
+
+    def after_collective(self, ctx, ev) -> None:
+        if self.comm:
+            self.slice(ctx, ev.op, "collective", ev.notes["t0"], {"line": self.line(ev.loc)})
+
+    def after_notify(self, ctx, ev) -> None:
+        if not self.comm:
+            return
+        target, peer, offsets, value, op = ev.args
+        key, label = self.cell_key(target, int(peer), offsets)
+        self.slice(ctx, "pld.system.notify", "notify", ev.notes["t0"],
+                   {"cell": label, "cell_key": key, "op": op_name(op), "value": int(value),
+                    "result": int(ev.result), "peer": int(peer), "rank": self.rank,
+                    "line": self.line()})
+
+    def after_wait(self, ctx, ev, name="pld.system.wait", cat="wait") -> None:
+        if not self.comm:
+            return
+        signal, offsets, expected, cmp, loc = ev.args
+        cell = signal.cells.get((signal.rank, offsets))
+        key, label = self.cell_key(signal, signal.rank, offsets)
+        self.slice(ctx, name, cat, ev.notes["t0"],
+                   {"cell": label, "cell_key": key, "cmp": CMP_NAMES[int(cmp)],
+                    "expected": int(expected),
+                    "observed": None if cell is None else int(ctx.transport.read_cell(cell)),
+                    "line": self.line(loc)})
+
+    def failed_wait(self, ctx, ev) -> None:
+        # aborted (or failed) while blocked: say so
+        self.after_wait(ctx, ev, "pld.system.wait (never released)", BLOCKED_CAT)
+
+    def after_defer(self, ctx, ev) -> None:
+        if not self.comm:
+            return
+        signal, offsets, expected, cmp, loc = ev.args
+        cell = signal.cells[(signal.rank, offsets)]
+        key, label = self.cell_key(signal, signal.rank, offsets)
+        self.cell_keys[cell] = (key, label)
+        self.instant(ctx, "pld.system.defer_wait", "defer",
+                     {"cell": label, "cell_key": key, "cmp": "GeU", "expected": int(expected),
+                      "line": self.line(loc)})
+
+    def after_release(self, ctx, ev, name="pld.system.defer_wait release",
+                      cat="deferred") -> None:
+        if not self.comm:
+            return
+        cell, cmp, expected, record = ev.args
+        key, label = self.cell_keys.get(cell, ((record.buffer, -1, record.index), "?"))
+        self.slice(ctx, name, cat, ev.notes["t0"],
+                   {"cell": label, "cell_key": key, "cmp": CMP_NAMES.get(int(cmp), "GeU"),
+                    "expected": int(expected), "observed": int(ctx.transport.read_cell(cell)),
+                    "task_id": ctx.task.tid if ctx.task is not None else None,
+                    "line": self.line(record.loc)})
+
+    def failed_release(self, ctx, ev) -> None:
+        # aborted while the condition was pending
+        self.after_release(ctx, ev, "pld.system.defer_wait (never released)", BLOCKED_CAT)
 
     # ------------------------------------------------------------ events
     def tid(self, ctx) -> int:
@@ -301,130 +386,4 @@ class TracedScope:
         return self.sched.abandon(exc)
 
 
-def _timed(name, op, cat, describe):
-    """A recording variant of ``RankContext.<name>``: the op itself (as the
-    next class of the context's recording class has it), then its slice
-    named ``op`` with ``describe(*args)`` as arguments."""
-    params = list(inspect.signature(getattr(RankContext, name)).parameters)
-    loc_at = params.index("_loc") - 1 if "_loc" in params else None    # -1: self
-
-    def recorded(self, *args, **kw):
-        rec = self._trace
-        base = getattr(super(TracingRankContext, self), name)
-        if not rec.comm:
-            return base(*args, **kw)
-        t0 = now()
-        out = base(*args, **kw)
-        info = describe(*args, **kw)
-        loc = -1
-        if loc_at is not None:
-            loc = args[loc_at] if len(args) > loc_at else kw.get("_loc", -1)
-        info["line"] = rec.line(int(loc))
-        rec.slice(self, op, cat, t0, info)
-        return out
-
-    recorded.__name__ = name
-    return recorded
-
-
-def _peer(*a, **k):
-    return {"peer": int(a[1])}
-
-
-def _store(src, target, peer, *a, **k):
-    return {"peer": int(peer), "shape": tuple(np.shape(src))}
-
-
-def _collective(*a, **k):
-    return {}
-
-
-@plain_paths
-class TracingRankContext(RankContext):
-    """``RankContext`` that records (see the module docstring).  Instances are
-    never built: a run switches the rank's context to this class and sets
-    ``_trace`` (a ``Recorder``)."""
-
-    _trace: Recorder
-
-    def task_scope(self):
-        rec = self._trace
-        return TracedScope(super().task_scope(), rec, rec.current.fname)
-
-    def notify(self, target, peer, offsets, value, op):
-        rec = self._trace
-        if not rec.comm:
-            return super().notify(target, peer, offsets, value, op)
-        t0 = now()
-        new = super().notify(target, peer, offsets, value, op)
-        key, label = rec.cell_key(target, int(peer), offsets)
-        rec.slice(self, "pld.system.notify", "notify", t0,
-                  {"cell": label, "cell_key": key, "op": op_name(op), "value": int(value),
-                   "result": int(new), "peer": int(peer), "rank": rec.rank,
-                   "line": rec.line()})
-        return new
-
-    def wait(self, signal, offsets, expected, cmp, _loc=-1):
-        rec = self._trace
-        if not rec.comm:
-            return super().wait(signal, offsets, expected, cmp, _loc)
-        t0 = now()
-        name, cat = "pld.system.wait", "wait"
-        try:
-            super().wait(signal, offsets, expected, cmp, _loc)
-        except BaseException:           # aborted (or failed) while blocked: say so
-            name, cat = "pld.system.wait (never released)", BLOCKED_CAT
-            raise
-        finally:
-            cell = signal.cells.get((signal.rank, offsets))
-            key, label = rec.cell_key(signal, signal.rank, offsets)
-            rec.slice(self, name, cat, t0,
-                      {"cell": label, "cell_key": key, "cmp": CMP_NAMES[int(cmp)],
-                       "expected": int(expected),
-                       "observed": None if cell is None else int(self.transport.read_cell(cell)),
-                       "line": rec.line(_loc)})
-
-    def defer_wait(self, signal, offsets, expected, cmp, _loc=-1):
-        super().defer_wait(signal, offsets, expected, cmp, _loc)
-        rec = self._trace
-        if rec.comm:
-            cell = signal.cells[(signal.rank, offsets)]
-            key, label = rec.cell_key(signal, signal.rank, offsets)
-            rec.cell_keys[cell] = (key, label)
-            rec.instant(self, "pld.system.defer_wait", "defer",
-                        {"cell": label, "cell_key": key, "cmp": "GeU",
-                         "expected": int(expected), "line": rec.line(_loc)})
-
-    def wait_cell(self, cell, cmp, expected, record):
-        rec = self._trace
-        if not rec.comm:
-            return super().wait_cell(cell, cmp, expected, record)
-        t0 = now()
-        name, cat = "pld.system.defer_wait release", "deferred"
-        try:
-            super().wait_cell(cell, cmp, expected, record)
-        except BaseException:           # aborted while the condition was pending
-            name, cat = "pld.system.defer_wait (never released)", BLOCKED_CAT
-            raise
-        finally:
-            key, label = rec.cell_keys.get(cell, ((record.buffer, -1, record.index), "?"))
-            rec.slice(self, name, cat, t0,
-                      {"cell": label, "cell_key": key,
-                       "cmp": CMP_NAMES.get(int(cmp), "GeU"), "expected": int(expected),
-                       "observed": int(self.transport.read_cell(cell)),
-                       "task_id": self.task.tid if self.task is not None else None,
-                       "line": rec.line(record.loc)})
-
-    remote_load = _timed("remote_load", "pld.tile.remote_load", "rma", _peer)
-    remote_store = _timed("remote_store", "pld.remote_store", "rma", _store)
-    put = _timed("put", "pld.tensor.put", "rma", _peer)
-    get = _timed("get", "pld.tensor.get", "rma", _peer)
-
-
-# every collective, recorded as one span of its call (names.NAMES: the one list)
-for _name in NAMES:
-    setattr(TracingRankContext, _name,
-            _timed(_name, f"pld.tensor.{_name}", "collective", _collective))
-
-
-__all__ = ["Recorder", "TracedScope", "TracingRankContext"]
+__all__ = ["Recorder", "TracedScope"]

@@ -29,7 +29,7 @@ import queue
 import threading
 import weakref
 
-from ...errors import ArgumentError, ConfigError, RuntimeFault
+from ...errors import ArgumentError, ConfigError, DataRaceError, RuntimeFault
 from ...transport import segments as S
 from ..controller.arguments import check_arguments
 from ..executable import to_numpy
@@ -339,6 +339,8 @@ class DistributedWorker:
                 return execute(ranks, exe, args, self._run_config(exe, config),
                                callbacks=self.callbacks,
                                reset_control=len(self._programs) > 1)
+            except DataRaceError:
+                raise                   # the run completed: the ranks and windows stay
             except BaseException:
                 self._drop(ranks)       # already killed by execute: drop the husk
                 raise
@@ -387,6 +389,8 @@ class DistributedWorker:
                                    "failed while it was in flight", code="TC426")
             try:
                 return run.finish()
+            except DataRaceError:
+                raise                   # the run completed: the ranks and windows stay
             except BaseException:
                 with self._lock:
                     self._drop(run.ranks)

@@ -24,9 +24,9 @@ plain op of the same name does, with less work:
 
 Anything these paths do not cover (valid extents, mixed dtypes, scalars,
 clamping) goes through the plain op, so semantics stay the plain op's.  The
-recording layers (tracing, race checking, argument dumps) see only plain ops:
-each recording class is decorated with ``plain_paths``, which sends each
-``*_at`` method to its plain op."""
+rank's recorder (``recorder.py``) records each call-site form as its plain
+op's event; a run whose sinks need every load to copy (exploration) takes
+``PlainPaths``, which sends each ``*_at`` method to its plain op."""
 from __future__ import annotations
 
 from sys import getrefcount
@@ -168,9 +168,10 @@ class SiteOps:
 
 
 class PlainPaths:
-    """The call-site methods of a recording context class: each runs the
-    plain op, which the recording layers override, so they see every access
-    with its exact region (and no buffer is reused behind them)."""
+    """The call-site methods of a recording context that must not take the
+    fast paths: each runs the plain op, which the recorder records, so its
+    sinks see every access with its exact region (and no buffer is reused
+    behind them)."""
 
     def load_at(self, site, view, *args):
         return self.load(*args)
@@ -187,13 +188,3 @@ class PlainPaths:
     def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
         return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
                           None, 0)
-
-
-def plain_paths(cls: type) -> type:
-    """Class decorator of the recording layers: the call-site methods they do
-    not define themselves are ``PlainPaths``'.  Copied into the class rather than inherited, so a
-    combined class keeps its layers right before ``RankContext`` in the MRO."""
-    for name, fn in vars(PlainPaths).items():
-        if name.endswith("_at") and name not in vars(cls):      # a layer's own form stays
-            setattr(cls, name, fn)
-    return cls
