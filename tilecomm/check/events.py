@@ -10,11 +10,12 @@ strings and tuples of them, so a rank can write the list as it is.
 ========  ==================================================================
 ACCESS    (ACCESS, thread, (buffer id, owner), runs, kind, op, line, who,
           shape, itemsize): bytes ``runs`` ((start, end) pairs, sorted) of
-          rank ``owner``'s copy of the buffer, viewed as ``shape``
-NOTIFY    (NOTIFY, thread, cell, op, value, result, seq, line, who): a
-          notify into ``cell`` = (buffer id, owner, byte offset); ``seq``
+          rank ``owner``'s copy of the buffer, viewed as ``shape`` (a plain
+          tensor's buffer id: ``(PLAIN, rank, address)``)
+NOTIFY    (NOTIFY, thread, cell, op, value, result, seq, line, who, prev):
+          a notify into ``cell`` = (buffer id, owner, byte offset); ``seq``
           its place in the cell's modification order, ``result`` the value
-          it left
+          it left, ``prev`` the value it changed
 WAIT      (WAIT, thread, cell, cmp, expected, seen, line, who, label): a
           satisfied wait; ``seen`` the modification order's length when it
           returned, ``label`` the cell as the program names it
@@ -23,8 +24,10 @@ COND      (COND, ("cond", task id), cell, cmp, expected, seen, line, who,
           completes)
 SUBMIT    (SUBMIT, thread, task id, name, blocks, predecessors, line)
 CLOSE     (CLOSE, thread, task ids): the thread waited for those tasks
-BARRIER   (BARRIER, thread, key, members, line, op): one barrier
-          generation of a collective; ``key`` names it on every member
+BARRIER   (BARRIER, thread, key, members, line, op, me, credits): one
+          barrier generation of a collective; ``key`` names it on every
+          member, ``me`` is this member's domain rank and ``credits[src]``
+          the byte offset in its signal copy where ``src``'s arrival lands
 DONE      (DONE, thread, seq): the rank completed its dispatch ``seq``
 AFTER     (AFTER, thread, rank, seq): waited for that rank's dispatch
 END       (END, thread): a task block's body ended
@@ -39,6 +42,9 @@ being ``stripe_of(cell)``; the numbers of one stripe are consecutive.
 ACCESS, NOTIFY, WAIT, COND, SUBMIT, CLOSE, BARRIER, DONE, AFTER, END, DEFER, BASE = range(12)
 
 MAIN = "main"
+# the buffer id of a plain tensor (a dispatch's array argument) is
+# (PLAIN, rank, address): its accesses race only with its own rank's
+PLAIN = "tensor"
 
 # stripes of the sequencer (each a ticket lock and a count in the control block)
 SEQ_STRIPES = 64
@@ -103,5 +109,5 @@ def byte_runs(region, base: int) -> tuple:
 
 
 __all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
-           "DONE", "END", "KIND_NAMES", "MAIN", "NOTIFY", "READ", "SEQ_STRIPES", "SUBMIT",
+           "DONE", "END", "KIND_NAMES", "MAIN", "NOTIFY", "PLAIN", "READ", "SEQ_STRIPES", "SUBMIT",
            "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates", "stripe_of"]

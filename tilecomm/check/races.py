@@ -35,12 +35,14 @@ from typing import NamedTuple
 from .. import _native_core as native
 from ..errors import InternalError
 from ..waits import CMP_NAMES, holds
+from .needed import Placed, needed
 from .events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, CONFLICTS, DEFER, DONE,
-                     END, KIND_NAMES, MAIN, NOTIFY, SUBMIT, SYNC_READ, WAIT, dominates,
+                     END, KIND_NAMES, MAIN, NOTIFY, PLAIN, SUBMIT, SYNC_READ, WAIT, dominates,
                      stripe_of)
 
 NOTIFY_ADD = native.OP_ADD       # a notify's op code (as transport.base names it)
 MAX_REPORTED = 10       # races listed in a report; the rest are counted
+MAX_ROUNDS = 4          # replays with the needed notifies of the replay before
 READ_BATCH = 4096       # events of one rank read at a time
 
 
@@ -62,18 +64,20 @@ class Race(NamedTuple):
     """Two accesses to overlapping elements of one window copy that nothing
     orders."""
 
-    buffer: str         # the window buffer's name
+    buffer: str         # the window buffer's name (a plain tensor's parameter name)
     owner: int          # the rank whose copy of it
     region: str         # the elements both touch, in the second access's view
     first: Access
     second: Access
     why: str            # the missing edge, in words
+    memory: str = "window"      # or "tensor": a plain tensor of rank ``owner``
 
     def __str__(self):
         head = f"nothing orders {self.first} before {self.second}: "
         why = self.why[len(head):] if self.why.startswith(head) else self.why
-        return "\n".join([f"window '{self.buffer}', rank {self.owner}'s copy, elements "
-                          f"{self.region}:",
+        where = f"window '{self.buffer}', rank {self.owner}'s copy" if self.memory == "window" \
+            else f"tensor '{self.buffer}' of rank {self.owner}"
+        return "\n".join([f"{where}, elements {self.region}:",
                           *(f"    {a.kind:<6} {a} (in {a.task})" for a in (self.first,
                                                                          self.second)),
                           f"    nothing orders the {self.first.kind} before the "
@@ -90,6 +94,7 @@ class _Notify(NamedTuple):
     rank: int
     thread: object      # the notifying thread's key on that rank
     line: str
+    prev: int | None    # the value it changed (None: not recorded)
 
 
 # ------------------------------------------------------------------ clocks
@@ -99,8 +104,15 @@ def _join(into: dict, other: dict) -> None:
             into[k] = v
 
 
+def _dominates(vc: dict, other: dict) -> bool:
+    """``vc`` already holds ``other`` (a thread's later notify holds its
+    earlier ones: a counter's prefix then shares their clocks)."""
+    return all(vc.get(k, 0) >= v for k, v in other.items())
+
+
 class _Thread:
-    __slots__ = ("key", "events", "pos", "vc", "started", "ended", "last", "last_from")
+    __slots__ = ("key", "events", "pos", "vc", "started", "ended", "last", "last_from",
+                 "spare_from")
 
     def __init__(self, key):
         self.key = key
@@ -113,6 +125,9 @@ class _Thread:
         # the last one satisfied by each thread's notify
         self.last = None                  # (description, (history entry, index) or None)
         self.last_from: dict = {}         # notifying thread -> the same
+        # thread -> why this thread's last synchronisation with it need not
+        # wait for it (a format string of the other access's ``op``)
+        self.spare_from: dict = {}
 
     def tick(self) -> int:
         c = self.vc.get(self.key, 0) + 1
@@ -124,6 +139,7 @@ class _Thread:
         if made is not None:
             src = made[0]
             self.last_from[(src.rank, src.thread)] = self.last
+            self.spare_from.pop((src.rank, src.thread), None)
 
 
 class _Shadow:
@@ -190,8 +206,18 @@ class _Replay:
     has more read; replayed events are dropped.  What stays is the per-cell
     notify history with its clocks and the accesses no later one covers."""
 
-    def __init__(self, logs: dict):
+    def __init__(self, logs: dict, edges: dict | None = None, spares: dict | None = None):
         self.readers = {rank: iter(events) for rank, events in logs.items()}
+        # wait -> the seqs of the notifies it needs (``needed.py``); None: the
+        # first replay, where a wait needs what made its condition true in
+        # the modification order this run saw
+        self.edges = edges
+        self.nclock: dict = {}             # (cell, seq) -> its notify's clock
+        self.waits: dict = {}              # wait -> (cell, cmp, expected, thread, clock before)
+        self.acquired: dict = {}           # wait -> the seqs whose clocks it joined
+        # wait -> (rank, thread, notify) of the notifies it may do without
+        # (for the words of a report)
+        self.spares = spares or {}
         self.threads: dict = {}
         self.conds: dict = {}              # (rank, task id) -> [COND events]
         self.defers: dict = {}             # (rank, task id) -> conditions it registered
@@ -239,7 +265,8 @@ class _Replay:
             return
         if kind == NOTIFY:
             cell, seq = ev[2], ev[6]
-            entry = _Notify(seq, ev[3], ev[4], ev[5], rank, ev[1], ev[7])
+            prev = ev[9] if len(ev) > 9 else (ev[5] - ev[4] if ev[3] == NOTIFY_ADD else None)
+            entry = _Notify(seq, ev[3], ev[4], ev[5], rank, ev[1], ev[7], prev)
             h, seqs = self.history.setdefault(cell, []), self.seqs.setdefault(cell, [])
             k = bisect_right(seqs, seq)
             h.insert(k, entry)
@@ -273,7 +300,8 @@ class _Replay:
     def needed(self, cell, cmp, expected, seen):
         """The index in the cell's history of the notify that made a satisfied
         condition true (the waiter saw the first ``seen`` notifies); None if
-        it held before any notify of the call."""
+        it held before any notify of the call (the value the first one
+        changed satisfies it)."""
         h = self.history.get(cell, [])
         i = bisect_right(self.seqs.get(cell, ()), seen) - 1
         while i >= 0 and not holds(cmp, h[i].result, expected):
@@ -283,7 +311,7 @@ class _Replay:
         j = i
         while j > 0 and holds(cmp, h[j - 1].result, expected):
             j -= 1
-        if j == 0 and h[0].op == NOTIFY_ADD and holds(cmp, h[0].result - h[0].value, expected):
+        if j == 0 and h[0].prev is not None and holds(cmp, h[0].prev, expected):
             return None                    # true before any notify of this call
         return j
 
@@ -301,10 +329,24 @@ class _Replay:
             vc = self.notify_vc.pop((cell, h[k].seq), None)    # folded in from here on
             if vc is None:
                 return None
-            if h[k].op == NOTIFY_ADD and k > 0:
+            if h[k].op == NOTIFY_ADD and k > 0 and not _dominates(vc, done[k - 1]):
+                vc = dict(vc)              # the notify's own clock stays as it is
                 _join(vc, done[k - 1])
             done.append(vc)
         return done[j]
+
+    def prefix_seqs(self, cell, j) -> frozenset:
+        """The notifies ``prefix_clock(cell, j)`` joins, as the seq of each
+        thread's last one among them (its clock holds the thread's earlier
+        ones): the form ``next_edges`` gives too."""
+        h = self.history[cell]
+        k = j
+        while k > 0 and h[k].op == NOTIFY_ADD:
+            k -= 1
+        last = {}
+        for e in h[k:j + 1]:
+            last[(e.rank, e.thread)] = e.seq
+        return frozenset(last.values())
 
     def satisfied(self, ev):
         """(the clock a satisfied wait / condition ``ev`` acquires, the
@@ -320,12 +362,62 @@ class _Replay:
         return (None, None) if vc is None else (vc, (self.history[cell][j], j))
 
     def acquire(self, t: _Thread, ev, what: str) -> bool:
-        vc, src = self.satisfied(ev)
-        if vc is None:
-            return False
-        _join(t.vc, vc)
-        t.synced(f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(ev[3], ev[3])} {ev[4]})", src)
+        ident = (t.key, t.pos)
+        cell = ev[2]
+        if self.edges is not None and ident in self.edges:
+            need = self.edges[ident]
+            clocks = [self.nclock.get((cell, s)) for s in need]
+            if None in clocks:
+                return False               # a needed notify is not replayed yet
+            src = None
+            if need:
+                last = max(need)
+                entry = next(e for e in self.history[cell] if e.seq == last)
+                src = (entry, 0)
+            before = dict(t.vc)
+            for vc in clocks:
+                _join(t.vc, vc)
+            seqs = need
+        else:
+            vc, src = self.satisfied(ev)
+            if vc is None:
+                return False
+            before = dict(t.vc)
+            _join(t.vc, vc)
+            seqs = () if src is None else self.prefix_seqs(cell, src[1])
+        self.waits[ident] = (cell, ev[3], ev[4], t.key, before)
+        self.acquired[ident] = seqs
+        label = f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(ev[3], ev[3])} {ev[4]})"
+        t.synced(label, src)
+        for rank, thread, entry in self.spares.get(ident, ()):
+            t.spare_from[(rank, thread)] = (
+                f"{label} can be satisfied without rank {entry.rank}'s notify at {entry.line} "
+                f"(in an order where other notifies land first), so it does not wait for rank "
+                f"{rank}'s {{op}}")
         return True
+
+    # -------------------------------------------------------------- needed notifies
+    def next_edges(self) -> tuple:
+        """(what each wait of this replay needs when every order of its cell's
+        notifies counts (``needed.py``), from this replay's clocks; what it
+        may do without)."""
+        out, spares = {}, {}
+        placed: dict = {}
+        for ident, (cell, cmp, expected, thread, before) in self.waits.items():
+            ps = placed.get(cell)
+            if ps is None:
+                ps = placed[cell] = [Placed(e, self.nclock[(cell, e.seq)], (e.rank, e.thread))
+                                     for e in self.history.get(cell, ())]
+            start = ps[0].entry.prev if ps else None
+            need, spare = needed(ps, start, thread, before, cmp, expected)
+            last = {}
+            for p in need:                 # each thread's last: its clock holds the rest
+                if p.epoch > last.get(p.thread, (0, None))[0]:
+                    last[p.thread] = (p.epoch, p.entry.seq)
+            out[ident] = frozenset(seq for _, seq in last.values())
+            if spare:
+                spares[ident] = [(p.entry.rank, p.entry.thread, p.entry) for p in spare]
+        return out, spares
 
     # -------------------------------------------------------------- tasks
     def task_done(self, rank, tid):
@@ -397,7 +489,8 @@ class _Replay:
                         (ACCESS, ev[1], None, None, ATOMIC, "pld.system.notify", ev[7], ev[8],
                          None, 4))
             t.tick()
-            self.notify_vc[(ev[2], ev[6])] = dict(t.vc)
+            key = (ev[2], ev[6])
+            self.notify_vc[key] = self.nclock[key] = dict(t.vc)
         elif kind == WAIT:
             if not self.acquire(t, ev, f"rank {rank}'s wait"):
                 return False
@@ -448,18 +541,57 @@ class _Replay:
             arrived.append(t)
         if len(arrived) < members:
             return False
-        vc: dict = {}
+        clocks = []
         for m in arrived:
             m.tick()
-            _join(vc, m.vc)
-        for m in arrived:
-            m.vc = dict(vc)
-            m.synced(f"rank {m.key[0]}'s {ev[5]} at {ev[4]} (a barrier of {members})")
+            clocks.append(dict(m.vc))
+        # each member leaves after every arrival, unless a notify of the
+        # program into the cell where a source's arrival lands could stand in
+        # for that arrival (a stray credit lets the member leave early)
+        mine = {id(m): (m.events[0] if m is not t else ev) for m in arrived}
+        me_of = {id(m): (mine[id(m)][6] if len(mine[id(m)]) > 6 else None) for m in arrived}
+        for m, own in zip(arrived, clocks):
+            mev = mine[id(m)]
+            vc = dict(own)
+            early = []
+            for src, theirs in zip(arrived, clocks):
+                if src is m:
+                    continue
+                stray = self.stray(key[0], m, mev, me_of[id(src)], own)
+                if stray is None:
+                    _join(vc, theirs)
+                    m.spare_from.pop(src.key, None)
+                else:
+                    early.append((src, stray))
+            m.vc = vc
+            what = f"rank {m.key[0]}'s {ev[5]} at {ev[4]} (a barrier of {members})"
+            m.synced(what)
+            for src, stray in early:
+                m.spare_from[src.key] = (
+                    f"{what} can let it go before rank {src.key[0]} arrives: rank "
+                    f"{stray.rank}'s notify at {stray.line} lands in the signal cell that "
+                    f"counts rank {src.key[0]}'s arrival, so it does not wait for rank "
+                    f"{src.key[0]}'s {{op}}")
             if m is not t:                 # the others resume past it on their next turn
                 m.events.popleft()
                 m.pos += 1
         del self.barriers[key]
         return True
+
+    def stray(self, bid, m: _Thread, mev, src_me, arrival: dict):
+        """A notify of the program into the cell of ``m``'s copy of signal
+        ``bid`` where domain rank ``src_me``'s arrival lands, that may land
+        before ``m``'s wait there (None: none)."""
+        if src_me is None or len(mev) < 8:
+            return None
+        cell = (bid, m.key[0], mev[7][src_me])
+        for e in self.history.get(cell, ()):
+            if e.value <= 0:
+                continue                   # cannot raise the count
+            vc = self.nclock.get((cell, e.seq))
+            if vc is None or vc.get(m.key, 0) < arrival.get(m.key, 0):
+                return e
+        return None
 
     # -------------------------------------------------------------- accesses
     def access(self, t: _Thread, where, runs, kind, ev) -> None:
@@ -513,6 +645,9 @@ class _Replay:
         if t.last is None:
             return (f"rank {b[0]} waits for nothing (no wait, collective or task dependency) "
                     f"before its {second.op}")
+        spare = t.spare_from.get(a)
+        if spare is not None:
+            return spare.format(op=first.op)
         # a synchronisation with the first access's thread that comes too early
         early = t.last_from.get(a)
         if early is not None:
@@ -533,12 +668,30 @@ class _Replay:
 
 def find_races(logs: dict, names: dict) -> tuple:
     """(races, how many more were found) of one call: ``logs`` maps each
-    rank to an iterable of its events (read as the replay goes), ``names``
+    rank to an iterable of its events (read as the replay goes, and again
+    by each further round: a list, or an object that iterates anew), ``names``
     each window buffer id to its name (read once the replay is done: a
     rank's log may end with them)."""
+    if any(iter(events) is events for events in logs.values()):
+        raise InternalError("find_races reads each log more than once: pass lists or objects "
+                            "that iterate anew, not iterators")
     replay = _Replay(logs)
     replay.run()
-    races = [Race(names.get(bid, str(bid)), owner, region, first, second, why)
+    # again with what each wait needs in every order of its notifies, until
+    # that no longer changes (needed.py); a round that cannot be replayed
+    # keeps the round before it
+    for _ in range(MAX_ROUNDS):
+        edges, spares = replay.next_edges()
+        if edges == replay.acquired and spares == replay.spares:
+            break
+        again = _Replay(logs, edges, spares)
+        try:
+            again.run()
+        except InternalError:
+            break
+        replay = again
+    races = [Race(names.get(bid, str(bid)), owner, region, first, second, why,
+                  PLAIN if isinstance(bid, tuple) and bid[0] == PLAIN else "window")
              for (bid, owner), region, first, second, why in replay.found.values()]
     return tuple(races[:MAX_REPORTED]), max(0, len(races) - MAX_REPORTED)
 

@@ -1,20 +1,30 @@
 """What each collective reads and writes, and where it synchronises, as one
-rank runs it (``algorithms.py``) -- for a race check, which must see a
-collective's accesses to peers' copies and order them like the barriers the
-call really passes, no more.
+rank runs it *on the chip* -- the algorithm the reference describes for the
+InCore composite and the HOST builtin, not tilecomm's own (``algorithms.py``
+moves the same bytes but may synchronise more).  The race check orders a
+collective's accesses by these, so an access the chip leaves unordered is
+reported even where tilecomm's implementation happens to order it.
 
 A footprint is the call's steps in order: ``("read" | "write", view,
 member, lo, hi)`` -- flat elements [lo, hi) of member ``member``'s copy of
-window ``view`` -- and ``("barrier", lane, generation)``, one generation of
-the call's credit barrier (every member arrives before any leaves).  Where
-each collective synchronises:
+window ``view`` -- and ``("barrier", lane, generation, cells)``, one
+generation of the call's credit barrier (every member arrives before any
+leaves); ``cells[src]`` is the signal cell (its offsets) where domain rank
+``src``'s arrival lands in each member's copy, so the check can tell when a
+stray notify into that cell lets a member leave before ``src`` arrived.
+Where each collective synchronises on the chip:
 
-* allreduce: per lane, ready barrier, then this rank's slice read from every
-  copy and written to every copy, then done barrier;
-* reduce_scatter: barrier, row ``me`` read from every copy and written into
-  this rank's, barrier;
-* broadcast: barrier (the root's data is staged), non-roots copy the root's
-  copy into their own, barrier (so the root may overwrite its copy after);
+* allreduce (mesh; InCore composite and HOST builtin, per lane): ready
+  barrier, every member's copy of the lane's range read and reduced, a
+  barrier, then this rank's own copy stored -- *after* the last barrier, so
+  a peer that reads this rank's result later needs a synchronisation of its
+  own;  ring (InCore): the same shape; ring (HOST): a final barrier row
+  after the stores;
+* reduce_scatter: ready barrier, row ``me`` read from every copy, the
+  read-complete barrier, row ``me`` stored into this rank's copy after it;
+* broadcast: a barrier (the root's data is staged), then non-roots read the
+  root's copy into their own -- no barrier after it, so a root that
+  overwrites its copy after the call races with a slow reader;
 * allgather / all_to_all / all_to_all_v: this rank's row (block) written into
   every member's copy *before* the only barrier -- a member that still
   reads its target from earlier work races with a peer's entry;
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 from .algorithms import HOST_TILE
 from .data import split
+from .protocol import mesh_offsets
 
 
 def _size(view) -> int:
@@ -43,19 +54,33 @@ def _each(kind, view, lo, hi) -> list:
     return [(kind, view, m, lo, hi) for m in range(view.nranks)]
 
 
+def _barrier(signal, lane: int, gen: int, ring: bool = False) -> tuple:
+    """Generation ``gen`` of the credit barrier on ``signal``'s lane ``lane``
+    (ring: row ``gen - 1``, one column per source)."""
+    n = signal.nranks
+    cells = tuple((gen - 1, src) if ring else mesh_offsets(len(signal.shape), src, lane)
+                  for src in range(n))
+    return ("barrier", lane, gen, cells)
+
+
 def allreduce(target, signal, op, mode, core_num, host) -> list:
     n, me = target.nranks, target.rank
     if n == 1:
         return []
+    ring = mode == "ring"
     item = target.local.dtype.itemsize
     lanes = int(core_num) if host else 1
     steps = []
     for lane in range(lanes):
         lo, hi = split(_size(target), lanes, lane, item, HOST_TILE) if lanes > 1 else \
             (0, _size(target))
-        a, b = split(hi - lo, n, me, item)
-        steps += [("barrier", lane, 1), *_each("read", target, lo + a, lo + b),
-                  *_each("write", target, lo + a, lo + b), ("barrier", lane, 2)]
+        if lo == hi and lanes > 1:
+            steps.append(_barrier(signal, lane, 1, ring))       # a lane without data
+            continue
+        steps += [_barrier(signal, lane, 1, ring), *_each("read", target, lo, hi),
+                  _barrier(signal, lane, 2, ring), ("write", target, me, lo, hi)]
+        if ring and host:                     # the HOST ring's final barrier row
+            steps.append(_barrier(signal, lane, 3, ring))
     return steps
 
 
@@ -64,19 +89,19 @@ def reduce_scatter(target, signal, op, host) -> list:
     if n == 1:
         return []
     size = _size(target) // n
-    return [("barrier", 0, 1), *_each("read", target, me * size, (me + 1) * size),
-            ("write", target, me, me * size, (me + 1) * size), ("barrier", 0, 2)]
+    return [_barrier(signal, 0, 1), *_each("read", target, me * size, (me + 1) * size),
+            _barrier(signal, 0, 2), ("write", target, me, me * size, (me + 1) * size)]
 
 
 def barrier(signal, host) -> list:
-    return [("barrier", 0, 1)]
+    return [_barrier(signal, 0, 1)]
 
 
 def broadcast(target, signal, root, host) -> list:
     me, root = signal.rank, int(root)
     copy = [] if me == root else [("read", target, root, 0, _size(target)),
                                   ("write", target, me, 0, _size(target))]
-    return [("barrier", 0, 1), *copy, ("barrier", 0, 2)]
+    return [_barrier(signal, 0, 1), *copy]
 
 
 def _rows_out(target, signal) -> list:
@@ -86,11 +111,11 @@ def _rows_out(target, signal) -> list:
 
 
 def allgather(local_data, target, signal, host) -> list:
-    return [*_inputs(local_data), *_rows_out(target, signal), ("barrier", 0, 1)]
+    return [*_inputs(local_data), *_rows_out(target, signal), _barrier(signal, 0, 1)]
 
 
 def all_to_all(input, target, signal, host) -> list:
-    return [*_inputs(input), *_rows_out(target, signal), ("barrier", 0, 1)]
+    return [*_inputs(input), *_rows_out(target, signal), _barrier(signal, 0, 1)]
 
 
 def all_to_all_v(input, target, signal, send_counts, recv_counts, host) -> list:
@@ -99,7 +124,7 @@ def all_to_all_v(input, target, signal, send_counts, recv_counts, host) -> list:
     cols = recv_counts.shape[1] if len(recv_counts.shape) == 2 else 1
     counts = _each("write", recv_counts, me * cols, me * cols + 1)
     return [*_inputs(input, send_counts), *counts, *_rows_out(target, signal),
-            ("barrier", 0, 1)]
+            _barrier(signal, 0, 1)]
 
 
 __all__ = ["allgather", "allreduce", "all_to_all", "all_to_all_v", "barrier", "broadcast",

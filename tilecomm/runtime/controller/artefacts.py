@@ -19,7 +19,7 @@ from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
                               dispatch_trace_name, race_log_path, step_log_path)
 from ..rank.exploring import read_steps
-from ..rank.racing import read_log
+from ..rank.racing import LogFile
 from ..rank.tracing import pid_of
 
 
@@ -92,7 +92,7 @@ class RunArtefacts:
         if self.settings.races is None:
             return None
         names: dict = {}
-        found, omitted = find_races({r: read_log(race_log_path(self.settings, r), names)
+        found, omitted = find_races({r: LogFile(race_log_path(self.settings, r), names)
                                      for r in range(self.world)}, names)
         return DataRaceError(found, omitted) if found else None
 

@@ -170,7 +170,7 @@ class RankArtefacts:
         if sinks:
             # a notify's signal goes to the transport below any sink's
             # endpoint: the sinks take their turns in their hooks
-            self.recording = rc._rec = Recording(sinks, real.signal)
+            self.recording = rc._rec = Recording(sinks, real.signal, real.read_cell)
             rc.__class__ = self.recording.context_class()
 
     def dispatch(self, fname, fn, call_args, vals, loc, image, seq):

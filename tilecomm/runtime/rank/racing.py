@@ -34,6 +34,8 @@ from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, 
 from ...collectives import footprints
 from .collective_calls import BUILTIN_PREFIX
 from .deps import Tracker, explicit_ids, inferred_ids
+from ...check.events import PLAIN
+from .argdumps import param_names
 from .recorder import Local, Sink
 from .tracing import SourceLines
 from ..values import WindowView
@@ -42,15 +44,18 @@ from ..values import WindowView
 # events a rank keeps in memory before it appends them to its log file
 # (~300 bytes each in memory, ~35 on disk)
 SPILL_EVENTS = 1 << 16
+# distinct accesses a thread remembers between two synchronisations, to drop
+# repeats of them (a loop over more regions than this logs the rest in full)
+SINCE_MAX = 4096
 
 
 class RaceLog(Sink):
     """A rank's events of one race-checking run, appended from every thread
     of the rank (under ``lock``) and written to ``path`` in chunks of
     ``SPILL_EVENTS``, so a long call holds a bounded part of them in memory.
-    An access that repeats its thread's previous event (a loop reading one
-    tile with no synchronisation between, a view read again by the op it
-    feeds) is kept once (``add``).
+    An access its thread already made since its last synchronisation (a
+    poll, a loop reading one tile, a view read again by the op it feeds) is
+    kept once (``add``).
 
     As a sink it comes last on the stream (``ORDER``): it runs a notify's
     signal itself, under its cell's sequencer lock, after every other sink
@@ -63,13 +68,16 @@ class RaceLog(Sink):
         self.control, self.aborted_exc = control, aborted_exc
         self.path = path
         self.lock = threading.Lock()
-        self.last: dict = {}            # thread -> its last event
+        # thread -> (window copy, bytes, kind, line) of its accesses since its
+        # last synchronisation (``add``)
+        self.since: dict = {}
         self.events: list = []
         self.lines = SourceLines()
         self.fname = "?"
         self.names: dict = {}           # buffer id -> name
         self.mapped: set = set()        # (buffer id, address of this rank's copy)
         self.windows: list = []         # (first address, end, buffer id, owner, shape, itemsize)
+        self.plains: list = []          # the same of the dispatch's plain tensors
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
         # where the sequencer's counts stand as this rank begins (the replay
@@ -80,9 +88,22 @@ class RaceLog(Sink):
     def begin_dispatch(self, ctx, d) -> None:
         self.fname = d.fname
         self.lines.follow(d.image)
-        for v in d.vals:
+        self.plains = []
+        names = None
+        for i, v in enumerate(d.vals):
             if isinstance(v, WindowView):
                 self.window(v)
+            elif isinstance(v, np.ndarray) and v.size:
+                # a plain tensor (a host tensor's part, a pl.Out): its tasks
+                # race with each other over it as over a window copy
+                if names is None:
+                    names = param_names(d.image.function(d.fname), len(d.vals)) \
+                        if not d.fname.startswith(BUILTIN_PREFIX) else \
+                        [f"arg{k}" for k in range(len(d.vals))]
+                lo = v.__array_interface__["data"][0]
+                bid = (PLAIN, self.rank, lo)
+                self.names[bid] = names[i]
+                self.plains.append((lo, lo + v.nbytes, bid, self.rank, v.shape, v.itemsize))
 
     def end_dispatch(self, ctx, d, finished: bool) -> None:
         if not finished:
@@ -106,7 +127,16 @@ class RaceLog(Sink):
     def sequenced_signal(self, ctx, ev, signal):
         target, peer, offsets = ev.args[:3]
         key = ev.notes["race_key"] = cell_key(target, peer, offsets)
-        new, ev.notes["race_seq"] = self.sequenced(key, signal)
+        read, cell = ctx._rec.read_cell, ev.cell
+
+        def numbered():
+            # under the cell's sequencer lock every recorded notify into the
+            # cell waits: the value read is the one this notify changes (the
+            # replay needs it to know what a wait could see before it)
+            before = read(cell)
+            return before, signal()
+
+        (ev.notes["race_prev"], new), ev.notes["race_seq"] = self.sequenced(key, numbered)
         return new
 
     def after_notify(self, ctx, ev) -> None:
@@ -114,7 +144,7 @@ class RaceLog(Sink):
         thr, who, line = self.site(ctx)
         self.window(target)
         self.add((NOTIFY, thr, ev.notes["race_key"], int(op), int(value), int(ev.result),
-                  ev.notes["race_seq"], line, who))
+                  ev.notes["race_seq"], line, who, int(ev.notes["race_prev"])))
 
     def after_wait(self, ctx, ev) -> None:
         signal, offsets, expected, cmp, loc = ev.args
@@ -193,7 +223,7 @@ class RaceLog(Sink):
         if not isinstance(region, np.ndarray) or region.size == 0:
             return
         addr = region.__array_interface__["data"][0]
-        for lo, hi, bid, owner, shape, item in self.windows:
+        for lo, hi, bid, owner, shape, item in self.windows + self.plains:
             if lo <= addr < hi:
                 thr, who, line = self.site(ctx, loc)
                 self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op, line, who,
@@ -228,8 +258,11 @@ class RaceLog(Sink):
         op = f"pld.tensor.{name}"
         for step in steps:
             if step[0] == "barrier":
+                # where each source's arrival lands in this rank's signal copy
+                credits = tuple(sum(int(o) * st for o, st in zip(offsets, signal.strides))
+                                for offsets in step[3])
                 self.add((BARRIER, thr, (bid, count, step[1], step[2]), signal.nranks, line,
-                          op))
+                          op, signal.rank, credits))
                 continue
             what, view, member, lo, hi = step
             self.window(view)
@@ -240,14 +273,26 @@ class RaceLog(Sink):
 
     def add(self, event: tuple) -> None:
         with self.lock:
+            thread = event[1]
             if event[0] == ACCESS:
-                last = self.last.get(event[1])
-                # the same bytes, kind and line as the thread's previous event,
-                # whatever the op: a loop reading one tile, or a call-site load's
-                # view read again by the op it feeds (same line, nothing between)
-                if last is not None and last[:5] == event[:5] and last[6:] == event[6:]:
+                # An access of the same bytes, kind and line as one its thread
+                # made since its last synchronisation (whatever the op) is
+                # dropped: a poll of one element, a loop re-reading one tile,
+                # a call-site load's view read again by the op it feeds.  The
+                # replay would give it the verdicts of the first: no other
+                # thread can learn of the two apart (only a notify, a task's
+                # end or a barrier of this thread publishes its clock), and
+                # this thread acquired nothing between them.
+                seen = self.since.get(thread)
+                key = (event[2], event[3], event[4], event[6])
+                if seen is None:
+                    self.since[thread] = {key}
+                elif key in seen:
                     return
-            self.last[event[1]] = event
+                elif len(seen) < SINCE_MAX:
+                    seen.add(key)
+            else:
+                self.since.pop(thread, None)
             self.events.append(event)
             if len(self.events) >= SPILL_EVENTS:
                 self._spill()
@@ -264,6 +309,18 @@ class RaceLog(Sink):
             self._spill()
             with open(self.path, "ab") as f:
                 pickle.dump(self.names, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class LogFile:
+    """A rank's log file as the race check reads it: each iteration reads it
+    anew from the start (the replay may go over it more than once), and the
+    window names at its end go into ``names``."""
+
+    def __init__(self, path: str, names: dict):
+        self.path, self.names = path, names
+
+    def __iter__(self):
+        return read_log(self.path, self.names)
 
 
 def read_log(path: str, names: dict):
@@ -338,4 +395,4 @@ class RacingScope:
         return self.inner.abandon(exc)
 
 
-__all__ = ["RaceLog", "RacingScope", "cell_key", "cell_label", "read_log"]
+__all__ = ["LogFile", "RaceLog", "RacingScope", "cell_key", "cell_label", "read_log"]

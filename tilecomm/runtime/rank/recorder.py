@@ -201,7 +201,7 @@ class Recording:
     """A run's sinks on one rank, in stream order, with each hook's list of
     the sinks' bound methods (a sink is called only for what it defines)."""
 
-    def __init__(self, sinks, signal):
+    def __init__(self, sinks, signal, read_cell=None):
         if not _DECLARED:
             # the wrappers come from the op records: a process that never
             # loaded them would record nothing, silently
@@ -221,8 +221,8 @@ class Recording:
             raise InternalError("two recording sinks sequence the signals of one run")
         self.sequencer = sequencers[0] if sequencers else None
         self.plain_sites = any(s.PLAIN_SITES for s in self.sinks)
-        # the transport's own signal, below any sink's endpoint
-        self.signal = signal
+        # the transport's own signal and cell read, below any sink's endpoint
+        self.signal, self.read_cell = signal, read_cell
 
     def context_class(self) -> type:
         return PlainSitesRecordingRankContext if self.plain_sites else RecordingRankContext
