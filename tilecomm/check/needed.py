@@ -90,9 +90,13 @@ def needed(placed: list, start, waiter, before: dict, cmp: int, expected: int) -
     mine = before.get(waiter, 0)
     forced, optional = [], []
     for p in placed:
-        if before.get(p.thread, 0) >= p.epoch:
+        # the waiter's own notifies: before the wait iff at an earlier epoch
+        # (the wait and what follows it up to the next release share one)
+        if p.epoch < mine if p.thread == waiter else before.get(p.thread, 0) >= p.epoch:
             forced.append(p)
-        elif p.vc.get(waiter, 0) <= mine:          # not after the wait: may land before it
+        elif p.vc.get(waiter, 0) < mine:           # not after the wait: may land before it
+            # (a release publishes the epoch its thread is in, then moves on:
+            # only a release after the wait publishes the waiter's epoch)
             optional.append(p)
     # One thread's notifies are ordered by its program: leaving one out leaves
     # out every later one, so whether a thread's notify is needed can only

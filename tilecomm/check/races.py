@@ -118,7 +118,7 @@ class _Thread:
         self.key = key
         self.events: deque = deque()      # read, not yet replayed
         self.pos = 0                      # events replayed
-        self.vc: dict = {}
+        self.vc: dict = {key: 1}          # its own epoch: 1 until its first release
         self.started = key[1] == MAIN     # a task block starts once it may
         self.ended = False                # a task block: its END replayed
         # its synchronisations, for the words of a report: the last one, and
@@ -130,6 +130,8 @@ class _Thread:
         self.spare_from: dict = {}
 
     def tick(self) -> int:
+        """A release: what it published holds this thread's accesses so far;
+        the ones after it take the next epoch."""
         c = self.vc.get(self.key, 0) + 1
         self.vc[self.key] = c
         return c
@@ -143,12 +145,50 @@ class _Thread:
 
 
 class _Shadow:
-    """One earlier access of a window copy."""
+    """One earlier access of a window copy (or several of one thread at one
+    epoch: ``runs`` their union)."""
 
-    __slots__ = ("thread", "epoch", "kind", "runs", "ev")
+    __slots__ = ("thread", "epoch", "kind", "runs", "ev", "_starts")
 
     def __init__(self, thread, epoch, kind, runs, ev):
         self.thread, self.epoch, self.kind, self.runs, self.ev = thread, epoch, kind, runs, ev
+        self._starts = None
+
+    def merge(self, runs) -> None:
+        mine = self.runs
+        if type(mine) is tuple:
+            mine = self.runs = list(mine)
+        if len(runs) == 1 and mine and runs[0][0] >= mine[-1][0]:
+            lo, hi = runs[0]                # the common case: a loop going forward
+            if lo <= mine[-1][1]:
+                if hi > mine[-1][1]:
+                    mine[-1] = (mine[-1][0], hi)
+            else:
+                mine.append(runs[0])
+                if self._starts is not None:
+                    self._starts.append(lo)
+            return
+        self.runs = list(_union(tuple(mine), runs))
+        self._starts = None
+
+    def overlap(self, runs) -> list:
+        """The bytes of ``runs`` this record also covers (a record of many
+        runs -- a loop's element reads -- is searched, not scanned)."""
+        mine = self.runs
+        if len(mine) <= 8:
+            return _overlap(mine, runs)
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = [lo for lo, _ in mine]
+        out = []
+        for lo, hi in runs:
+            i = max(bisect_right(starts, lo) - 1, 0)
+            while i < len(mine) and mine[i][0] < hi:
+                a, b = max(mine[i][0], lo), min(mine[i][1], hi)
+                if a < b:
+                    out.append((a, b))
+                i += 1
+        return out
 
 
 def _overlap(a: tuple, b: tuple) -> list:
@@ -162,6 +202,18 @@ def _overlap(a: tuple, b: tuple) -> list:
         else:
             j += 1
     return out
+
+
+def _union(a: tuple, b: tuple) -> tuple:
+    """Sorted byte runs ``a`` and ``b`` together, touching runs joined."""
+    out = []
+    for lo, hi in sorted(a + b):
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
 
 
 def _covers(a: tuple, b: tuple) -> bool:
@@ -455,6 +507,7 @@ class _Replay:
         t.vc = dict(self.submit_vc[key])
         for v in vcs:
             _join(t.vc, v)
+        t.vc[t.key] = 1
         t.started = True
         return True
 
@@ -488,9 +541,9 @@ class _Replay:
             self.access(t, (ev[2][0], ev[2][1]), ((ev[2][2], ev[2][2] + 4),), ATOMIC,
                         (ACCESS, ev[1], None, None, ATOMIC, "pld.system.notify", ev[7], ev[8],
                          None, 4))
-            t.tick()
             key = (ev[2], ev[6])
             self.notify_vc[key] = self.nclock[key] = dict(t.vc)
+            t.tick()
         elif kind == WAIT:
             if not self.acquire(t, ev, f"rank {rank}'s wait"):
                 return False
@@ -499,8 +552,8 @@ class _Replay:
                          None, 4))
         elif kind == SUBMIT:
             key = (rank, ev[2])
-            t.tick()
             self.submit_vc[key] = dict(t.vc)
+            t.tick()
             self.blocks[key] = ev[4]
             self.preds[key] = ev[5]
             self.task_names[key] = ev[3]
@@ -522,8 +575,8 @@ class _Replay:
         elif kind == BARRIER:
             return self.barrier(t, ev)
         elif kind == DONE:
-            t.tick()
             self.dispatch_vc[(rank, ev[2])] = dict(t.vc)
+            t.tick()
         elif kind == AFTER:
             vc = self.dispatch_vc.get((ev[2], ev[3]))
             if vc is None:
@@ -541,10 +594,7 @@ class _Replay:
             arrived.append(t)
         if len(arrived) < members:
             return False
-        clocks = []
-        for m in arrived:
-            m.tick()
-            clocks.append(dict(m.vc))
+        clocks = [dict(m.vc) for m in arrived]
         # each member leaves after every arrival, unless a notify of the
         # program into the cell where a source's arrival lands could stand in
         # for that arrival (a stray credit lets the member leave early)
@@ -564,6 +614,7 @@ class _Replay:
                 else:
                     early.append((src, stray))
             m.vc = vc
+            m.tick()
             what = f"rank {m.key[0]}'s {ev[5]} at {ev[4]} (a barrier of {members})"
             m.synced(what)
             for src, stray in early:
@@ -595,22 +646,39 @@ class _Replay:
 
     # -------------------------------------------------------------- accesses
     def access(self, t: _Thread, where, runs, kind, ev) -> None:
+        """Compare an access with the earlier ones of the same copy it is not
+        ordered after, then keep it.  Accesses of one thread between two of
+        its releases share an epoch: no other thread can tell them apart, so
+        those of one kind, op and line are kept as one record over the union
+        of their bytes (a loop reading element after element costs one)."""
         if not runs:
             return
-        epoch = t.tick()
+        epoch = t.vc[t.key]
         vc = t.vc
         recs = self.shadow.setdefault(where, [])
         keep = []
+        same = None
         for r in recs:
-            ordered = r.thread is t or vc.get(r.thread.key, 0) >= r.epoch
+            if r.thread is t:
+                if r.epoch == epoch and r.kind == kind and r.ev[5] == ev[5] and \
+                        r.ev[6] == ev[6]:
+                    same = r
+                elif dominates(kind, r.kind) and _covers(runs, r.runs):
+                    continue               # anything racing with it races with this one
+                keep.append(r)
+                continue
+            ordered = vc.get(r.thread.key, 0) >= r.epoch
             if not ordered and kind in CONFLICTS[r.kind]:
-                common = _overlap(r.runs, runs)
+                common = r.overlap(runs)
                 if common:
                     self.report(where, r, t, ev, common)
             if ordered and dominates(kind, r.kind) and _covers(runs, r.runs):
-                continue                   # anything racing with it races with this one
+                continue
             keep.append(r)
-        keep.append(_Shadow(t, epoch, kind, runs, ev))
+        if same is None:
+            keep.append(_Shadow(t, epoch, kind, runs, ev))
+        else:
+            same.merge(runs)
         self.shadow[where] = keep
 
     def describe(self, t: _Thread, ev) -> Access:

@@ -36,11 +36,23 @@ def facts(rec) -> list:
     out.append(("may be used in", "; ".join(KIND_NAMES[k] for k in sorted(rec.contexts))))
     if rec.effects:
         out.append(("effects", ", ".join(sorted(e.value for e in rec.effects))))
+    if rec.touches:
+        out.append(("touches", ", ".join(touch_text(t) for t in rec.touches)))
     if rec.static:
         out.append(("compile-time constants", ", ".join(rec.static)))
     if rec.collective:
         out.append(("", COLLECTIVE_NOTE))
     return out
+
+
+def touch_text(t) -> str:
+    """One operand's access as the race check and tracing see it:
+    ``output_tensor: write (atomic with atomic=)``."""
+    what = {"read": "read", "write": "write", "remote_read": "read of the peer's copy",
+            "remote_write": "write of the peer's copy"}[t.effect.value]
+    if t.atomic:
+        what += f" (atomic with {t.atomic}=)"
+    return f"{t.param}: {what}"
 
 
 def raised(rec) -> list:

@@ -78,6 +78,7 @@ class RaceLog(Sink):
         self.mapped: set = set()        # (buffer id, address of this rank's copy)
         self.windows: list = []         # (first address, end, buffer id, owner, shape, itemsize)
         self.plains: list = []          # the same of the dispatch's plain tensors
+        self.scopes = 0                 # task scopes of the dispatch now open
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
         # where the sequencer's counts stand as this rank begins (the replay
@@ -89,6 +90,7 @@ class RaceLog(Sink):
         self.fname = d.fname
         self.lines.follow(d.image)
         self.plains = []
+        self.scopes = 0
         names = None
         for i, v in enumerate(d.vals):
             if isinstance(v, WindowView):
@@ -113,6 +115,7 @@ class RaceLog(Sink):
         self.add((DONE, MAIN, d.seq))
 
     def task_scope(self, ctx, scope):
+        self.scopes += 1
         return RacingScope(scope, self, ctx)
 
     # ------------------------------------------------------------ the stream
@@ -219,16 +222,29 @@ class RaceLog(Sink):
 
     def local(self, ctx, region, kind, op, loc=-1) -> None:
         """An access of ndarray ``region`` if it lies in this rank's copy of a
-        window (nothing otherwise)."""
+        window, or in a plain tensor of the dispatch while its tasks may run
+        beside the access (nothing otherwise)."""
         if not isinstance(region, np.ndarray) or region.size == 0:
             return
         addr = region.__array_interface__["data"][0]
-        for lo, hi, bid, owner, shape, item in self.windows + self.plains:
+        for lo, hi, bid, owner, shape, item in self.windows:
             if lo <= addr < hi:
-                thr, who, line = self.site(ctx, loc)
-                self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op, line, who,
-                          shape, item))
+                break
+        else:
+            # a plain tensor is shared only by this rank's threads: outside
+            # a task scope the dispatch's own thread is the only one, and
+            # what it does there is ordered with every task by the scope's
+            # submissions and its end
+            if not (self.scopes or ctx.task is not None):
                 return
+            for lo, hi, bid, owner, shape, item in self.plains:
+                if lo <= addr < hi:
+                    break
+            else:
+                return
+        thr, who, line = self.site(ctx, loc)
+        self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op, line, who,
+                  shape, item))
 
     def sequenced(self, cell, op=None) -> tuple:
         """(``op()``, its number in ``cell``'s modification order); with no op,
@@ -390,6 +406,7 @@ class RacingScope:
         finally:
             self.tracker.release_arrays()
             self.log.add((CLOSE, self.thread, tuple(self.tids)))
+            self.log.scopes -= 1
 
     def abandon(self, exc):
         return self.inner.abandon(exc)
