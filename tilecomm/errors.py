@@ -227,6 +227,10 @@ CODES = {
     "TC224": "collective root out of range",
     "TC225": "operands of one HOST collective belong to different comm domains",
     "TC226": "HOST collective signal not sized for its comm domain's device count",
+    "TC227": "chip dispatch without device= that takes window views or sits in a loop over "
+             "the ranks",
+    "TC228": "a HOST input (not pl.Out / pl.InOut) passed to a chip pl.Out / pl.InOut "
+             "parameter",
     "TC240": "pld.system.defer_wait supports only WaitCmp.Ge",
     "TC241": "a deferred waiter may register at most 64 conditions",
     # the pl op set and device arithmetic (TC250-TC279)
@@ -384,6 +388,10 @@ FIXES = {
              "set of devices",
     "TC226": "allocate the HOST collective's signal with one cell per device of its comm "
              "domain ([pld.world_size()] when every rank takes part)",
+    "TC227": "dispatch with device=r (r the rank loop's variable, or a rank index); leave "
+             "device= out only for comm-less work outside a loop over the ranks",
+    "TC228": "annotate the HOST parameter pl.Out[...] (written only) or pl.InOut[...] (read "
+             "and written), so the results reach the caller's array",
     "TC240": "defer on a Ge condition: count arrivals with AtomicAdd and wait for >= the count",
     "TC241": "split the conditions over several waiter tasks (64 each at most)",
     "TC250": "index a pl.Array with one scalar index and store elements of its declared type",
