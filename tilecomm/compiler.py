@@ -6,6 +6,7 @@ It is the only thing the decorators call (they attach this module as the
 front end and the runtime: it hands the runtime a plain ``Executable``."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import itertools
@@ -18,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from . import dtypes as D
-from .errors import ArgumentError, ConfigError, ProgramValueError
+from .errors import (ArgumentError, ConfigError, ProgramValueError, TilecommError, UserError,
+                     at_entry_point, user_span)
 from .analysis import compute_facts
 from .analysis.tasks import annotate as annotate_tasks
 from .frontend import source as source_mod
@@ -40,6 +42,7 @@ from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
 from .runtime.controller.subworkers import unbound_message
 from .verify import lint, verify
+from .verify.world import more_ranks_evidence
 from .verify.lint import report as report_lint
 
 
@@ -71,6 +74,21 @@ def _notify_sources(notifiers: dict) -> str:
             by_fn.setdefault(f, []).append(d)
     return ", ".join(f"{f} (rank{'s' if len(ds) > 1 else ''} {', '.join(map(str, ds))})"
                      for f, ds in by_fn.items())
+
+
+def entry_point(fn):
+    """A call from the user's code into tilecomm: an error about the program
+    passing out of it shows the user's frames, not the compiler's and the
+    launcher's (``errors.at_entry_point``)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kw):
+        try:
+            return fn(*args, **kw)
+        except TilecommError as e:
+            at_entry_point(e)
+            raise
+    return call
 
 
 def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> Executable:
@@ -185,11 +203,14 @@ class CompiledProgram:
         lint as ``RunConfig.lint`` says (a warning shows once per source line:
         the user's module keeps the registry, as for its own warnings)."""
         prog, facts = self._verified(arg_types)
+        self._lint(prog, facts)
+        return prog, facts
+
+    def _lint(self, prog, facts) -> None:
         mode = self.config.resolved_lint(self.world)
         if mode != "off":
             registry = self.entry.fn.__globals__.setdefault("__warningregistry__", {})
             report_lint(lint(prog, facts), mode, registry)
-        return prog, facts
 
     def check(self, arg_types=None) -> tuple:
         """Compile for ``arg_types`` (None: the annotations) without lowering or
@@ -203,15 +224,50 @@ class CompiledProgram:
         the front end and of the verifier together."""
         b = ProgramBuilder(self.entry, world=self.world, platform=self.config.platform_profile,
                            arg_types=arg_types, self_ns=self.self_ns)
-        prog, diags, incomplete = b.build()
+        try:
+            prog, diags, incomplete = b.build()
+        except UserError as e:
+            raise self._on_one_rank(e)
         facts = compute_facts(prog)
         annotate_tasks(prog)
         diags += verify(prog, facts, incomplete)
         if diags:
             first = diags[0]
             first.diagnostics = list(diags)
-            raise first
+            raise self._on_one_rank(first)
         return prog, facts
+
+    @property
+    def _unconfigured(self) -> bool:
+        """Called without a DistributedConfig: one rank, whatever the program says."""
+        return self.config.distributed_config is None and self.entry.kind != ORCH
+
+    def _on_one_rank(self, e: UserError) -> UserError:
+        """An error of a program compiled for one rank only because no
+        DistributedConfig was given says so: the missing config is the likely
+        mistake, not the line the error names."""
+        if self._unconfigured and e.code in ("TC212", "TC220", "TC224", "TC226"):
+            e.hint = (e.hint + "; " if e.hint else "") + (
+                "no DistributedConfig was given, so the program was compiled for 1 rank: "
+                "pass config=RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1, "
+                "...]))")
+        return e
+
+    def _check_world(self, prog, facts) -> None:
+        """A call without a DistributedConfig whose program is written for more
+        than one rank: say so at the call, before any rank starts."""
+        if not self._unconfigured or prog.world != 1:
+            return
+        evidence = more_ranks_evidence(prog, facts)
+        if not evidence:
+            return
+        n = max(k for k, _ in evidence)
+        raise ConfigError(f"{self.name} is called without a DistributedConfig, so it runs on 1 "
+                          f"rank, but it is written for more: " +
+                          "; ".join(text for _, text in evidence), code="TC403",
+                          span=user_span(),
+                          hint=f"give the call its ranks: config=RunConfig(distributed_config="
+                               f"DistributedConfig(device_ids=list(range({n}))))")
 
     def precheck(self):
         """Parse and verify with annotation shapes only (no tensors yet).  With no
@@ -321,7 +377,9 @@ class CompiledProgram:
         key = types
         exe = self._cache.get(key)
         if exe is None:
-            prog, facts = self._build(list(types))
+            prog, facts = self._verified(list(types))
+            self._check_world(prog, facts)
+            self._lint(prog, facts)
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
             abstract = frozenset(f.fn for f in self.sub_workers.values()
@@ -406,6 +464,7 @@ class CompiledProgram:
                                  callbacks=callbacks, sub_worker_overrides=sub_worker_overrides,
                                  startup_timeout_s=startup_timeout_s)
 
+    @entry_point
     def __call__(self, *args, config=None):
         given, args = args, self.complete_args(args)
         for a in args:
@@ -498,6 +557,7 @@ def compile_function(kfn: KernelFunction, args, config=None) -> CompiledProgram:
     return cp
 
 
+@entry_point
 def compile(program, output_dir=None, *, platform=None, distributed_config=None, config=None):
     """Compile a ``@pl.program`` class or a ``@pl.jit.host`` function."""
     cfg = config or RunConfig()

@@ -9,7 +9,15 @@ errors for unsupported constructs) so ``except TypeError`` keeps working.
 """
 from __future__ import annotations
 
+import os
+import sys
+import types
 from dataclasses import dataclass
+
+# the package's directory: frames of files under it are tilecomm's own
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+FILTERING_NOTE = ("(tilecomm's internal frames are hidden from this traceback; "
+                  "TILECOMM_TRACEBACK_FILTERING=off shows them)")
 
 
 @dataclass(frozen=True)
@@ -192,6 +200,70 @@ class InternalError(TilecommError, AssertionError):
     """A bug in tilecomm itself, never the user's fault."""
 
 
+def _internal(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE + os.sep) or filename.startswith("<")
+
+
+def user_span():
+    """Where the user's code called into tilecomm: the innermost frame outside
+    the package (errors about a call point at the user's line)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not _internal(fn):
+            col = 1
+            try:
+                pos = list(f.f_code.co_positions())[f.f_lasti // 2]
+                col = (pos[2] or 0) + 1
+            except (AttributeError, IndexError, TypeError):
+                pass
+            return Span(fn, f.f_lineno, col, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+def frames_filtered() -> bool:
+    """Whether entry points hide tilecomm's frames from the errors they pass
+    on: yes unless ``TILECOMM_TRACEBACK_FILTERING=off`` (read at the moment
+    an error passes, so a test or a debugging session can switch it)."""
+    return os.environ.get("TILECOMM_TRACEBACK_FILTERING", "").lower() not in ("off", "0")
+
+
+def at_entry_point(e: BaseException) -> None:
+    """What an entry point (a decorated function called from Python, a
+    compiled program's call) does with an error passing out through it: a
+    tilecomm error about the user's program loses tilecomm's frames; an
+    ``InternalError`` or any other exception is a bug in tilecomm and keeps
+    every frame."""
+    if isinstance(e, TilecommError) and not isinstance(e, InternalError) and \
+            frames_filtered():
+        hide_internal_frames(e)
+
+
+def hide_internal_frames(e: BaseException) -> BaseException:
+    """``e`` with tilecomm's own frames taken out of its traceback, as JAX and
+    Triton filter theirs: what a user reads of a ``UserError`` (or a report
+    about the program: a deadlock, races, a rank's failure) is their own
+    lines and the located message, not the compiler's.  The exception it was
+    raised while handling is internal too, so it is not shown.  Each entry
+    point the error passes filters again, so only the outermost one's frame
+    (the line that re-raises) remains."""
+    kept = []
+    tb = e.__traceback__
+    while tb is not None:
+        if not _internal(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for t in reversed(kept):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    e.__suppress_context__ = True
+    if not getattr(e, "frames_hidden", False):
+        e.frames_hidden = True
+        e.add_note(FILTERING_NOTE)
+    return e.with_traceback(new)
+
+
 # Stable error codes.  A test checks every code raised anywhere is listed here.
 CODES = {
     "TC101": "operand must be a window-bound DistributedTensor",
@@ -261,6 +333,8 @@ CODES = {
              "body that breaks the deferred-completion contract",
     "TC401": "invalid DistributedConfig",
     "TC402": "invalid RunConfig",
+    "TC403": "a program written for several ranks called without a DistributedConfig (it "
+             "would run on 1 rank)",
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
     "TC412": "output argument is read-only",
@@ -434,6 +508,8 @@ FIXES = {
              "waiter task, and let tasks that need it take deps=[waiter_tid]",
     "TC401": "give DistributedConfig(device_ids=[0, 1, ...]): distinct non-negative ints, at "
              "least one",
+    "TC403": "call with config=RunConfig(distributed_config=DistributedConfig(device_ids="
+             "[0, 1, ...])), one device per rank the program is written for",
     "TC402": "pass RunConfig fields with the documented types and values (the message names "
              "the field)",
     "TC410": "pass one host tensor per parameter of the HOST function, in order, with the "
