@@ -130,7 +130,7 @@ def line_of(path, text):
 def test_check_a_clean_file(tmp_path):
     out = run("check", program_file(tmp_path, CLEAN_STEP))
     assert out.exit_code == 0, out.output
-    assert "0 error(s), 0 warning(s) (world size 2)" in out.output
+    assert "0 error(s), 0 warning(s) (world sizes 2, 3, 4)" in out.output
 
 
 def test_check_a_file_with_an_error(tmp_path):
@@ -193,4 +193,4 @@ def test_check_reports_an_import_failure_at_its_line(tmp_path):
 def test_check_help_says_what_it_runs():
     text = " ".join(run("check", "--help").output.split())
     assert '`if __name__ == "__main__":` block does not run' in text
-    assert "factory function" in text and "else 2" in text
+    assert "one a factory built" in text and "else 2, 3 and 4" in text
