@@ -395,6 +395,10 @@ CODES = {
     "TC707": "a window its peers store into, read by its owner before any wait",
     "TC708": "a peer's window copy that is written during the call, read with remote_load "
              "or get before any wait",
+    "TC709": "a Ge 0 wait, which the cell's initial value already satisfies",
+    "TC710": "one signal cell Set by two ranks with nothing ordering the Sets",
+    "TC711": "a Ge wait several producers add into, reachable without one of them, before a "
+             "read of what every producer stores",
 }
 
 # How to fix each code: one hint per entry of CODES (the error reference of
@@ -587,4 +591,9 @@ FIXES = {
              "depend on aiv_id",
     "TC707": "wait for the peers' notifies before the owner reads the window",
     "TC708": "wait for the owner's notify (its data is in place) before remote_load or get",
+    "TC709": "wait for the value the notifies produce (>= 1 for a Set of 1, >= n for n "
+             "AtomicAdds of 1)",
+    "TC710": "give each writer its own cell, or count arrivals with AtomicAdd and wait for "
+             ">= their number",
+    "TC711": "wait for >= the sum of every producer's adds before reading what they all store",
 }

@@ -1,4 +1,4 @@
-"""The protocol lint (TC701-TC708): each rule fires on its pattern, at the
+"""The protocol lint (TC701-TC711): each rule fires on its pattern, at the
 line the program marks, and stays silent on near misses; no rule fires on
 the project's examples; RunConfig.lint / $TILECOMM_LINT say what a finding
 does at compile time."""
