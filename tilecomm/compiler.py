@@ -253,6 +253,20 @@ class CompiledProgram:
                 "...]))")
         return e
 
+    def _check_call_world(self, config) -> None:
+        """A DistributedConfig given at the call of a program compiled without one
+        would be silently ignored: the ranks are fixed when it is compiled."""
+        given = config.distributed_config if config is not None else None
+        if given is None or not self._unconfigured or given.world_size == self.world:
+            return
+        raise ConfigError(f"{self.name} was compiled without a DistributedConfig, for 1 rank; "
+                          f"the DistributedConfig given to this call names "
+                          f"{given.world_size}, which a compiled program cannot change",
+                          code="TC403", span=user_span(),
+                          hint=f"compile it with the config: {self.name}.compile(config=...) "
+                               f"(or call {self.name}(..., config=...) itself, which compiles "
+                               f"for it)")
+
     def _check_world(self, prog, facts) -> None:
         """A call without a DistributedConfig whose program is written for more
         than one rank: say so at the call, before any rank starts."""
@@ -473,6 +487,7 @@ class CompiledProgram:
                                     "StackedDeviceTensor arguments: device tensors live in a "
                                     "prepared worker; call it through that worker "
                                     "(rt(...) / rt.run(compiled, ...))", code="TC414")
+        self._check_call_world(config)
         exe = self.specialise(args)
         unbound = [n for n, f in self._sub_workers.items() if f.requires_runtime_binding]
         if unbound:

@@ -278,3 +278,19 @@ def test_with_a_config_the_same_call_runs_on_its_ranks():
     xs, ys = inputs(2)
     host_of(to_the_right)(xs, ys, config=config(2))
     np.testing.assert_array_equal(ys, xs)
+
+
+def test_a_config_given_only_at_the_call_of_a_compiled_program_is_an_error():
+    xs, ys = inputs(2)
+    compiled = host_of(to_the_right).compile()          # no DistributedConfig: 1 rank
+    with pytest.raises(ConfigError) as ei:
+        compiled(xs, ys, config=config(2))
+    line = inspect.currentframe().f_lineno - 1
+    e = ei.value
+    assert e.code == "TC403" and (e.span.file, e.span.line) == (__file__, line)
+    assert "compiled without a DistributedConfig, for 1 rank" in e.message
+    assert "names 2" in e.message and ".compile(config=...)" in e.hint
+    # the near miss: the config given where the program is compiled
+    compiled = host_of(to_the_right).compile(config=config(2))
+    compiled(xs, ys, config=config(2))
+    np.testing.assert_array_equal(ys, xs)
