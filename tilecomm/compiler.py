@@ -127,10 +127,17 @@ def _default_output_dir(entry, config) -> Path:
     keyed by the defining file and name so two programs never share one."""
     fn = entry.fn
     # a build is for one world size and platform: each gets its own directory
-    ident = (f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}:{config.dist.world_size}:"
-             f"{config.platform}")
+    source = inspect.getsourcefile(fn) or "?"
+    world, platform = config.dist.world_size, config.platform
+    ident = f"{source}:{fn.__qualname__}:{world}:{config.platform}"
     digest = hashlib.sha1(ident.encode()).hexdigest()[:12]
-    return Path(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
+    # named so a user finds their program's: its file, its name (a factory's
+    # function without the "<locals>" parts), ranks and platform; the hash of
+    # the full path keeps two files of one name apart
+    name = ".".join(p for p in fn.__qualname__.split(".") if p != "<locals>")
+    stem = os.path.splitext(os.path.basename(source))[0]
+    return Path(config.resolved_cache_dir(), "programs",
+                f"{stem}.{name}-{world}r-{platform}-{digest}")
 
 
 _PROGRAM_KEYS = itertools.count(1)
