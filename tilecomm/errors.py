@@ -260,7 +260,8 @@ def hide_internal_frames(e: BaseException) -> BaseException:
     e.__suppress_context__ = True
     if not getattr(e, "frames_hidden", False):
         e.frames_hidden = True
-        e.add_note(FILTERING_NOTE)
+        if hasattr(e, "add_note"):      # Python 3.11+: printed under the message
+            e.add_note(FILTERING_NOTE)
     return e.with_traceback(new)
 
 

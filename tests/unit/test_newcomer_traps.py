@@ -130,7 +130,8 @@ def test_a_user_error_through_a_decorated_call_shows_only_user_frames(monkeypatc
         B.host_windows_without_device(xs, ys, config=config())
     e = ei.value
     assert e.code == "TC227" and _tilecomm_frames(e.__traceback__) == []
-    assert e.__suppress_context__ and FILTERING_NOTE in e.__notes__
+    assert e.__suppress_context__
+    assert sys.version_info < (3, 11) or FILTERING_NOTE in e.__notes__
     with pytest.raises(UserError) as ei:      # the class form's entry point too
         tilecomm.ir.compile(B.host_windows_without_device, distributed_config=DistributedConfig(
             device_ids=[0, 1]))(xs, ys)
@@ -188,7 +189,7 @@ def test_an_uncaught_user_error_prints_the_users_lines_and_the_error_last(tmp_pa
     line = next(i for i, t in enumerate(SCRIPT.splitlines(), 1) if "B.host_windows" in t)
     assert f'File "{script}", line {line}' in err
     assert "error[TC227]" in err and "hint: name the rank that runs it" in err
-    assert err.rstrip().endswith(FILTERING_NOTE)
+    assert sys.version_info < (3, 11) or err.rstrip().endswith(FILTERING_NOTE)
 
 
 # ---------------------------------------------------------------- no DistributedConfig
