@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import itertools
 import pickle
+import sys
 import warnings
 import os
 from dataclasses import replace
@@ -502,6 +503,9 @@ class CompiledProgram:
                               "one-shot call cannot bind them"), code="TC425")
         cfg = config or self.config
         result = launch(exe, list(args), cfg)
+        if cfg.enable_chip_swimlane and not cfg.trace_dir:   # (with a trace dir: said there)
+            print(f"tilecomm: trace of this call of {self.name} written to {self.trace_path} "
+                  f"(tilecomm trace {self.trace_path} summarises it)", file=sys.stderr)
         outputs = self.returned_outputs(given, args)
         return result if outputs is None else outputs
 
