@@ -21,7 +21,7 @@ import numpy as np
 
 from . import dtypes as D
 from .errors import (ArgumentError, ConfigError, ProgramValueError, TilecommError, UserError,
-                     at_entry_point, user_span)
+                     at_entry_point)
 from .analysis import compute_facts
 from .analysis.tasks import annotate as annotate_tasks
 from .frontend import source as source_mod
@@ -43,7 +43,7 @@ from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
 from .runtime.controller.subworkers import unbound_message
 from .verify import lint, verify
-from .verify.world import more_ranks_evidence
+from .verify import world as world_checks
 from .verify.lint import report as report_lint
 
 
@@ -251,45 +251,16 @@ class CompiledProgram:
         return self.config.distributed_config is None and self.entry.kind != ORCH
 
     def _on_one_rank(self, e: UserError) -> UserError:
-        """An error of a program compiled for one rank only because no
-        DistributedConfig was given says so: the missing config is the likely
-        mistake, not the line the error names."""
-        if self._unconfigured and e.code in ("TC212", "TC220", "TC224", "TC226"):
-            e.hint = (e.hint + "; " if e.hint else "") + (
-                "no DistributedConfig was given, so the program was compiled for 1 rank: "
-                "pass config=RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1, "
-                "...]))")
-        return e
+        return world_checks.on_one_rank(e) if self._unconfigured else e
 
     def _check_call_world(self, config) -> None:
-        """A DistributedConfig given at the call of a program compiled without one
-        would be silently ignored: the ranks are fixed when it is compiled."""
         given = config.distributed_config if config is not None else None
-        if given is None or not self._unconfigured or given.world_size == self.world:
-            return
-        raise ConfigError(f"{self.name} was compiled without a DistributedConfig, for 1 rank; "
-                          f"the DistributedConfig given to this call names "
-                          f"{given.world_size}, which a compiled program cannot change",
-                          code="TC403", span=user_span(),
-                          hint=f"compile it with the config: {self.name}.compile(config=...) "
-                               f"(or call {self.name}(..., config=...) itself, which compiles "
-                               f"for it)")
+        if given is not None and self._unconfigured:
+            world_checks.check_call_world(self.name, given.world_size, self.world)
 
     def _check_world(self, prog, facts) -> None:
-        """A call without a DistributedConfig whose program is written for more
-        than one rank: say so at the call, before any rank starts."""
-        if not self._unconfigured or prog.world != 1:
-            return
-        evidence = more_ranks_evidence(prog, facts)
-        if not evidence:
-            return
-        n = max(k for k, _ in evidence)
-        raise ConfigError(f"{self.name} is called without a DistributedConfig, so it runs on 1 "
-                          f"rank, but it is written for more: " +
-                          "; ".join(text for _, text in evidence), code="TC403",
-                          span=user_span(),
-                          hint=f"give the call its ranks: config=RunConfig(distributed_config="
-                               f"DistributedConfig(device_ids=list(range({n}))))")
+        if self._unconfigured and prog.world == 1:
+            world_checks.check_world(self.name, prog, facts)
 
     def precheck(self):
         """Parse and verify with annotation shapes only (no tensors yet).  With no

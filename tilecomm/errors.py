@@ -225,7 +225,7 @@ def user_span():
 def frames_filtered() -> bool:
     """Whether entry points hide tilecomm's frames from the errors they pass
     on: yes unless ``TILECOMM_TRACEBACK_FILTERING=off`` (read at the moment
-    an error passes, so a test or a debugging session can switch it)."""
+    an error passes, so a test or a debugger can switch it)."""
     return os.environ.get("TILECOMM_TRACEBACK_FILTERING", "").lower() not in ("off", "0")
 
 

@@ -3,7 +3,6 @@ each program at the world size the program or its file implies, else at 2,
 3 and 4; binds pl.dynamic dims to the world size as ``explore`` and ``run``
 do; takes several files and folders; and sees programs a factory built."""
 import json
-import textwrap
 
 from click.testing import CliRunner
 

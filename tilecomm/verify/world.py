@@ -7,6 +7,7 @@ the missing config instead."""
 from __future__ import annotations
 
 from ..analysis.protocol import protocol_facts
+from ..errors import ConfigError, UserError, user_span
 from ..ir import nodes as N
 from ..ir import walk
 
@@ -59,4 +60,48 @@ def more_ranks_evidence(prog, facts) -> list:
     return out
 
 
-__all__ = ["more_ranks_evidence", "rank_rows"]
+# errors whose cause, in a program compiled for 1 rank for want of a config,
+# is most likely the missing config: device= / collective sizes beyond 1 rank
+ONE_RANK_CODES = ("TC212", "TC220", "TC224", "TC226")
+
+
+def on_one_rank(e: UserError) -> UserError:
+    """An error of a program compiled for one rank only because no
+    DistributedConfig was given says so: the missing config is the likely
+    mistake, not the line the error names."""
+    if e.code in ONE_RANK_CODES:
+        e.hint = (e.hint + "; " if e.hint else "") + (
+            "no DistributedConfig was given, so the program was compiled for 1 rank: "
+            "pass config=RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1, "
+            "...]))")
+    return e
+
+
+def check_call_world(name: str, given: int, compiled: int) -> None:
+    """A DistributedConfig given at the call of a program compiled without one
+    would be silently ignored: the ranks are fixed when it is compiled."""
+    if given == compiled:
+        return
+    raise ConfigError(f"{name} was compiled without a DistributedConfig, for {compiled} "
+                      f"rank; the DistributedConfig given to this call names {given}, which "
+                      f"a compiled program cannot change", code="TC403", span=user_span(),
+                      hint=f"compile it with the config: {name}.compile(config=...) (or call "
+                           f"{name}(..., config=...) itself, which compiles for it)")
+
+
+def check_world(name: str, prog, facts) -> None:
+    """A call without a DistributedConfig whose program is written for more
+    than one rank: say so at the call, before any rank starts."""
+    evidence = more_ranks_evidence(prog, facts)
+    if not evidence:
+        return
+    n = max(k for k, _ in evidence)
+    raise ConfigError(f"{name} is called without a DistributedConfig, so it runs on 1 rank, "
+                      f"but it is written for more: " + "; ".join(t for _, t in evidence),
+                      code="TC403", span=user_span(),
+                      hint=f"give the call its ranks: config=RunConfig(distributed_config="
+                           f"DistributedConfig(device_ids=list(range({n}))))")
+
+
+__all__ = ["check_call_world", "check_world", "more_ranks_evidence", "on_one_rank",
+           "rank_rows"]
