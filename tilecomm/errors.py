@@ -251,7 +251,10 @@ def hide_internal_frames(e: BaseException) -> BaseException:
     kept = []
     tb = e.__traceback__
     while tb is not None:
-        if not _internal(tb.tb_frame.f_code.co_filename):
+        # lowered code runs in a namespace of its own, without a module name:
+        # it is tilecomm's translation of the user's lines, which the message names
+        frame = tb.tb_frame
+        if not _internal(frame.f_code.co_filename) and "__name__" in frame.f_globals:
             kept.append(tb)
         tb = tb.tb_next
     new = None

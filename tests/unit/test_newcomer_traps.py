@@ -138,6 +138,23 @@ def test_a_user_error_through_a_decorated_call_shows_only_user_frames(monkeypatc
     assert _tilecomm_frames(ei.value.__traceback__) == []
 
 
+@pl.jit.host
+def assigns_to_another_view(xs: XS, ys: YS):
+    for r in pl.range(pld.world_size()):
+        ys[0] = B.plain_chip(xs[r], ys[r], device=r)      # rank 1's result into row 0
+    return ys
+
+
+def test_a_fault_in_the_host_orchestrator_shows_no_lowered_code(monkeypatch):
+    monkeypatch.delenv("TILECOMM_TRACEBACK_FILTERING", raising=False)
+    xs, ys = inputs()
+    with pytest.raises(UserError) as ei:
+        assigns_to_another_view(xs, ys, config=config())
+    files = [f.filename for f in traceback.extract_tb(ei.value.__traceback__)]
+    assert files == [__file__]                  # not tilecomm's, not the generated code's
+    assert ei.value.span.line == _line_of("ys[0] = B.plain_chip", assigns_to_another_view)
+
+
 def test_the_environment_variable_shows_every_frame(monkeypatch):
     monkeypatch.setenv("TILECOMM_TRACEBACK_FILTERING", "off")
     xs, ys = inputs()
