@@ -6,10 +6,12 @@ It is the only thing the decorators call (they attach this module as the
 front end and the runtime: it hands the runtime a plain ``Executable``."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import itertools
 import pickle
+import sys
 import warnings
 import os
 from dataclasses import replace
@@ -18,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from . import dtypes as D
-from .errors import ArgumentError, ConfigError, ProgramValueError
+from .errors import (ArgumentError, ConfigError, ProgramValueError, TilecommError, UserError,
+                     at_entry_point)
 from .analysis import compute_facts
 from .analysis.tasks import annotate as annotate_tasks
 from .frontend import source as source_mod
@@ -40,6 +43,7 @@ from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
 from .runtime.controller.subworkers import unbound_message
 from .verify import lint, verify
+from .verify import world as world_checks
 from .verify.lint import report as report_lint
 
 
@@ -71,6 +75,21 @@ def _notify_sources(notifiers: dict) -> str:
             by_fn.setdefault(f, []).append(d)
     return ", ".join(f"{f} (rank{'s' if len(ds) > 1 else ''} {', '.join(map(str, ds))})"
                      for f, ds in by_fn.items())
+
+
+def entry_point(fn):
+    """A call from the user's code into tilecomm: an error about the program
+    passing out of it shows the user's frames, not the compiler's and the
+    launcher's (``errors.at_entry_point``)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kw):
+        try:
+            return fn(*args, **kw)
+        except TilecommError as e:
+            at_entry_point(e)
+            raise
+    return call
 
 
 def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> Executable:
@@ -109,10 +128,17 @@ def _default_output_dir(entry, config) -> Path:
     keyed by the defining file and name so two programs never share one."""
     fn = entry.fn
     # a build is for one world size and platform: each gets its own directory
-    ident = (f"{inspect.getsourcefile(fn) or '?'}:{fn.__qualname__}:{config.dist.world_size}:"
-             f"{config.platform}")
+    source = inspect.getsourcefile(fn) or "?"
+    world, platform = config.dist.world_size, config.platform
+    ident = f"{source}:{fn.__qualname__}:{world}:{config.platform}"
     digest = hashlib.sha1(ident.encode()).hexdigest()[:12]
-    return Path(config.resolved_cache_dir(), "programs", f"{fn.__name__}-{digest}")
+    # named so a user finds their program's: its file, its name (a factory's
+    # function without the "<locals>" parts), ranks and platform; the hash of
+    # the full path keeps two files of one name apart
+    name = ".".join(p for p in fn.__qualname__.split(".") if p != "<locals>")
+    stem = os.path.splitext(os.path.basename(source))[0]
+    return Path(config.resolved_cache_dir(), "programs",
+                f"{stem}.{name}-{world}r-{platform}-{digest}")
 
 
 _PROGRAM_KEYS = itertools.count(1)
@@ -185,11 +211,14 @@ class CompiledProgram:
         lint as ``RunConfig.lint`` says (a warning shows once per source line:
         the user's module keeps the registry, as for its own warnings)."""
         prog, facts = self._verified(arg_types)
+        self._lint(prog, facts)
+        return prog, facts
+
+    def _lint(self, prog, facts) -> None:
         mode = self.config.resolved_lint(self.world)
         if mode != "off":
             registry = self.entry.fn.__globals__.setdefault("__warningregistry__", {})
             report_lint(lint(prog, facts), mode, registry)
-        return prog, facts
 
     def check(self, arg_types=None) -> tuple:
         """Compile for ``arg_types`` (None: the annotations) without lowering or
@@ -203,15 +232,35 @@ class CompiledProgram:
         the front end and of the verifier together."""
         b = ProgramBuilder(self.entry, world=self.world, platform=self.config.platform_profile,
                            arg_types=arg_types, self_ns=self.self_ns)
-        prog, diags, incomplete = b.build()
+        try:
+            prog, diags, incomplete = b.build()
+        except UserError as e:
+            raise self._on_one_rank(e)
         facts = compute_facts(prog)
         annotate_tasks(prog)
         diags += verify(prog, facts, incomplete)
         if diags:
             first = diags[0]
             first.diagnostics = list(diags)
-            raise first
+            raise self._on_one_rank(first)
         return prog, facts
+
+    @property
+    def _unconfigured(self) -> bool:
+        """Called without a DistributedConfig: one rank, whatever the program says."""
+        return self.config.distributed_config is None and self.entry.kind != ORCH
+
+    def _on_one_rank(self, e: UserError) -> UserError:
+        return world_checks.on_one_rank(e) if self._unconfigured else e
+
+    def _check_call_world(self, config) -> None:
+        given = config.distributed_config if config is not None else None
+        if given is not None and self._unconfigured:
+            world_checks.check_call_world(self.name, given.world_size, self.world)
+
+    def _check_world(self, prog, facts) -> None:
+        if self._unconfigured and prog.world == 1:
+            world_checks.check_world(self.name, prog, facts)
 
     def precheck(self):
         """Parse and verify with annotation shapes only (no tensors yet).  With no
@@ -321,7 +370,9 @@ class CompiledProgram:
         key = types
         exe = self._cache.get(key)
         if exe is None:
-            prog, facts = self._build(list(types))
+            prog, facts = self._verified(list(types))
+            self._check_world(prog, facts)
+            self._lint(prog, facts)
             self._check_entry_shapes(prog, types, names)
             lowered = lower_program(prog, self.config.resolved_cache_dir())
             abstract = frozenset(f.fn for f in self.sub_workers.values()
@@ -406,6 +457,7 @@ class CompiledProgram:
                                  callbacks=callbacks, sub_worker_overrides=sub_worker_overrides,
                                  startup_timeout_s=startup_timeout_s)
 
+    @entry_point
     def __call__(self, *args, config=None):
         given, args = args, self.complete_args(args)
         for a in args:
@@ -414,6 +466,7 @@ class CompiledProgram:
                                     "StackedDeviceTensor arguments: device tensors live in a "
                                     "prepared worker; call it through that worker "
                                     "(rt(...) / rt.run(compiled, ...))", code="TC414")
+        self._check_call_world(config)
         exe = self.specialise(args)
         unbound = [n for n, f in self._sub_workers.items() if f.requires_runtime_binding]
         if unbound:
@@ -421,6 +474,9 @@ class CompiledProgram:
                               "one-shot call cannot bind them"), code="TC425")
         cfg = config or self.config
         result = launch(exe, list(args), cfg)
+        if cfg.enable_chip_swimlane and not cfg.trace_dir:   # (with a trace dir: said there)
+            print(f"tilecomm: trace of this call of {self.name} written to {self.trace_path} "
+                  f"(tilecomm trace {self.trace_path} summarises it)", file=sys.stderr)
         outputs = self.returned_outputs(given, args)
         return result if outputs is None else outputs
 
@@ -498,6 +554,7 @@ def compile_function(kfn: KernelFunction, args, config=None) -> CompiledProgram:
     return cp
 
 
+@entry_point
 def compile(program, output_dir=None, *, platform=None, distributed_config=None, config=None):
     """Compile a ``@pl.program`` class or a ``@pl.jit.host`` function."""
     cfg = config or RunConfig()

@@ -9,7 +9,15 @@ errors for unsupported constructs) so ``except TypeError`` keeps working.
 """
 from __future__ import annotations
 
+import os
+import sys
+import types
 from dataclasses import dataclass
+
+# the package's directory: frames of files under it are tilecomm's own
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+FILTERING_NOTE = ("(tilecomm's internal frames are hidden from this traceback; "
+                  "TILECOMM_TRACEBACK_FILTERING=off shows them)")
 
 
 @dataclass(frozen=True)
@@ -192,6 +200,74 @@ class InternalError(TilecommError, AssertionError):
     """A bug in tilecomm itself, never the user's fault."""
 
 
+def _internal(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE + os.sep) or filename.startswith("<")
+
+
+def user_span():
+    """Where the user's code called into tilecomm: the innermost frame outside
+    the package (errors about a call point at the user's line)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not _internal(fn):
+            col = 1
+            try:
+                pos = list(f.f_code.co_positions())[f.f_lasti // 2]
+                col = (pos[2] or 0) + 1
+            except (AttributeError, IndexError, TypeError):
+                pass
+            return Span(fn, f.f_lineno, col, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+def frames_filtered() -> bool:
+    """Whether entry points hide tilecomm's frames from the errors they pass
+    on: yes unless ``TILECOMM_TRACEBACK_FILTERING=off`` (read at the moment
+    an error passes, so a test or a debugger can switch it)."""
+    return os.environ.get("TILECOMM_TRACEBACK_FILTERING", "").lower() not in ("off", "0")
+
+
+def at_entry_point(e: BaseException) -> None:
+    """What an entry point (a decorated function called from Python, a
+    compiled program's call) does with an error passing out through it: a
+    tilecomm error about the user's program loses tilecomm's frames; an
+    ``InternalError`` or any other exception is a bug in tilecomm and keeps
+    every frame."""
+    if isinstance(e, TilecommError) and not isinstance(e, InternalError) and \
+            frames_filtered():
+        hide_internal_frames(e)
+
+
+def hide_internal_frames(e: BaseException) -> BaseException:
+    """``e`` with tilecomm's own frames taken out of its traceback, as JAX and
+    Triton filter theirs: what a user reads of a ``UserError`` (or a report
+    about the program: a deadlock, races, a rank's failure) is their own
+    lines and the located message, not the compiler's.  The exception it was
+    raised while handling is internal too, so it is not shown.  Each entry
+    point the error passes filters again, so only the outermost one's frame
+    (the line that re-raises) remains."""
+    kept = []
+    tb = e.__traceback__
+    while tb is not None:
+        # lowered code runs in a namespace of its own, without a module name:
+        # it is tilecomm's translation of the user's lines, which the message names
+        frame = tb.tb_frame
+        if not _internal(frame.f_code.co_filename) and "__name__" in frame.f_globals:
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for t in reversed(kept):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    e.__suppress_context__ = True
+    if not getattr(e, "frames_hidden", False):
+        e.frames_hidden = True
+        if hasattr(e, "add_note"):      # Python 3.11+: printed under the message
+            e.add_note(FILTERING_NOTE)
+    return e.with_traceback(new)
+
+
 # Stable error codes.  A test checks every code raised anywhere is listed here.
 CODES = {
     "TC101": "operand must be a window-bound DistributedTensor",
@@ -227,6 +303,10 @@ CODES = {
     "TC224": "collective root out of range",
     "TC225": "operands of one HOST collective belong to different comm domains",
     "TC226": "HOST collective signal not sized for its comm domain's device count",
+    "TC227": "chip dispatch without device= that takes window views or sits in a loop over "
+             "the ranks",
+    "TC228": "a HOST input (not pl.Out / pl.InOut) passed to a chip pl.Out / pl.InOut "
+             "parameter",
     "TC240": "pld.system.defer_wait supports only WaitCmp.Ge",
     "TC241": "a deferred waiter may register at most 64 conditions",
     # the pl op set and device arithmetic (TC250-TC279)
@@ -257,6 +337,8 @@ CODES = {
              "body that breaks the deferred-completion contract",
     "TC401": "invalid DistributedConfig",
     "TC402": "invalid RunConfig",
+    "TC403": "a program written for several ranks called without a DistributedConfig (it "
+             "would run on 1 rank)",
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
     "TC412": "output argument is read-only",
@@ -317,6 +399,10 @@ CODES = {
     "TC707": "a window its peers store into, read by its owner before any wait",
     "TC708": "a peer's window copy that is written during the call, read with remote_load "
              "or get before any wait",
+    "TC709": "a Ge 0 wait, which the cell's initial value already satisfies",
+    "TC710": "one signal cell Set by two ranks with nothing ordering the Sets",
+    "TC711": "a Ge wait several producers add into, reachable without one of them, before a "
+             "read of what every producer stores",
 }
 
 # How to fix each code: one hint per entry of CODES (the error reference of
@@ -384,6 +470,10 @@ FIXES = {
              "set of devices",
     "TC226": "allocate the HOST collective's signal with one cell per device of its comm "
              "domain ([pld.world_size()] when every rank takes part)",
+    "TC227": "dispatch with device=r (r the rank loop's variable, or a rank index); leave "
+             "device= out only for comm-less work outside a loop over the ranks",
+    "TC228": "annotate the HOST parameter pl.Out[...] (written only) or pl.InOut[...] (read "
+             "and written), so the results reach the caller's array",
     "TC240": "defer on a Ge condition: count arrivals with AtomicAdd and wait for >= the count",
     "TC241": "split the conditions over several waiter tasks (64 each at most)",
     "TC250": "index a pl.Array with one scalar index and store elements of its declared type",
@@ -426,6 +516,8 @@ FIXES = {
              "waiter task, and let tasks that need it take deps=[waiter_tid]",
     "TC401": "give DistributedConfig(device_ids=[0, 1, ...]): distinct non-negative ints, at "
              "least one",
+    "TC403": "call with config=RunConfig(distributed_config=DistributedConfig(device_ids="
+             "[0, 1, ...])), one device per rank the program is written for",
     "TC402": "pass RunConfig fields with the documented types and values (the message names "
              "the field)",
     "TC410": "pass one host tensor per parameter of the HOST function, in order, with the "
@@ -503,4 +595,9 @@ FIXES = {
              "depend on aiv_id",
     "TC707": "wait for the peers' notifies before the owner reads the window",
     "TC708": "wait for the owner's notify (its data is in place) before remote_load or get",
+    "TC709": "wait for the value the notifies produce (>= 1 for a Set of 1, >= n for n "
+             "AtomicAdds of 1)",
+    "TC710": "give each writer its own cell, or count arrivals with AtomicAdd and wait for "
+             ">= their number",
+    "TC711": "wait for >= the sum of every producer's adds before reading what they all store",
 }

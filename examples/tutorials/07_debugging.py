@@ -101,6 +101,18 @@ def counter_of(cmp):
     return counter
 
 
+# Each broken program (and its fix), built once here at module level rather
+# than inside run(): `tilecomm check` sees the programs a file binds at module
+# level, so `tilecomm check 07_debugging.py` reports what the lint says about
+# them without running anything.
+deadlocking = host_of(wait_first)
+crashing = host_of(overrun)
+notify_first = host_of(sender_of(data_first=False))
+store_first = host_of(sender_of(data_first=True))
+counter_eq = host_of(counter_of(pld.WaitCmp.Eq))
+counter_ge = host_of(counter_of(pld.WaitCmp.Ge))
+
+
 def run(nr: int) -> None:
     config = RunConfig(distributed_config=DistributedConfig(device_ids=list(range(nr))))
     xs = np.arange(nr * S, dtype=np.float32).reshape(nr, 1, S)
@@ -108,7 +120,7 @@ def run(nr: int) -> None:
 
     # 1. a deadlock is reported, not hung on
     try:
-        host_of(wait_first)(xs, ys, config=config)
+        deadlocking(xs, ys, config=config)
         raise AssertionError("expected a deadlock")
     except DeadlockError as e:
         assert f"({nr} blocked, 0 finished)" in str(e), e
@@ -116,7 +128,7 @@ def run(nr: int) -> None:
 
     # 2. a crash stops every rank and names the line
     try:
-        host_of(overrun)(xs, ys, config=config)
+        crashing(xs, ys, config=config)
         raise AssertionError("expected a rank failure")
     except RankFailure as e:
         assert e.rank == nr - 1 and "07_debugging.py" in e.traceback_text, e
@@ -129,19 +141,19 @@ def run(nr: int) -> None:
     # 3. a race is found whether or not this run's data came out wrong
     checked = RunConfig(distributed_config=config.distributed_config, detect_races=True)
     try:
-        host_of(sender_of(data_first=False))(xs, ys, config=checked)
+        notify_first(xs, ys, config=checked)
         raise AssertionError("expected a data race")
     except DataRaceError as e:
         assert {a.op for r in e.races for a in (r.first, r.second)} >= \
             {"pld.tile.remote_store", "pl.load"}, e
         print(str(e).splitlines()[0])
     ys[:] = 0
-    host_of(sender_of(data_first=True))(xs, ys, config=checked)       # the fix: data first
+    store_first(xs, ys, config=checked)       # the fix: data first
     np.testing.assert_array_equal(ys[1], xs[0])
 
     # 4. a bug only some schedules show, found and replayed
     if nr >= 3:
-        res = explore(host_of(counter_of(pld.WaitCmp.Eq)), xs, ys, world_size=nr)
+        res = explore(counter_eq, xs, ys, world_size=nr)
         assert res.failure is not None and res.failure.kind == "deadlock", res
         print(f"explore: {res.failure.kind} after {res.schedules} schedules, "
               f"schedule {res.failure.schedule}")
@@ -150,7 +162,7 @@ def run(nr: int) -> None:
             raise AssertionError("the replay passed")
         except DeadlockError:
             pass
-    res = explore(host_of(counter_of(pld.WaitCmp.Ge)), xs, ys, world_size=nr)
+    res = explore(counter_ge, xs, ys, world_size=nr)
     assert res.verified and res.failure is None, res
     print(f"explore: Ge verified in {res.schedules} schedules (preemption bound {res.bound})")
     print("OK")

@@ -95,3 +95,27 @@ def test_report_names_the_dispatches_that_notify_the_window(n):
         assert b["buffer"] == "ping_buf" and b["expected"] == 5
         assert b["notifiers"] == {d: ["chip_signal"] for d in range(n)}
     assert "notifies into 'ping_buf' come from: rank 0 (chip_signal, blocked)" in str(ei.value)
+
+
+@pl.jit.host
+def signal_only_on_rank_one(outs: pl.Out[pl.Tensor[[NR, 1, 1], pl.INT32]]):
+    ping_buf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    pong_buf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        chip_wait(outs[r], pld.window(ping_buf, [NR, 1], dtype=pl.INT32),
+                  pld.window(pong_buf, [NR, 1], dtype=pl.INT32), 5, device=r)
+        if r == 1:         # the dispatch site covers every rank; it runs on rank 1 only
+            chip_signal(outs[r], pld.window(ping_buf, [NR, 1], dtype=pl.INT32),
+                        pld.window(pong_buf, [NR, 1], dtype=pl.INT32), 0, device=r)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_report_names_only_the_devices_a_notifying_dispatch_was_sent_to(n):
+    outs = np.zeros((n, 1, 1), np.int32)
+    with pytest.raises(DeadlockError) as ei:
+        signal_only_on_rank_one(outs, config=config_for(n))
+    for b in ei.value.blocked:
+        assert b["buffer"] == "ping_buf" and b["notifiers"] == {1: ["chip_signal"]}
+    text = str(ei.value)
+    assert "notifies into 'ping_buf' come from: rank 1 (chip_signal, blocked)" in text
+    assert "rank 0 (chip_signal" not in text

@@ -637,6 +637,64 @@ def host_device_loop_too_long(xs: XS, ys: YS):
     return ys
 
 
+# ---------------------------------------------------------------- dispatches that would run wrong
+@pl.jit.incore
+def plain_kernel(x: X, y: Y):
+    y = pl.store(pl.load(x, [0, 0], [R, C]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def plain_chip(x: X, y: Y):
+    """A comm-less chip function: no windows."""
+    return plain_kernel(x, y)
+
+
+@pl.jit.host
+def host_windows_without_device(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),  # E:TC227
+                pld.window(sbuf, [W, 1], dtype=pl.INT32))
+    return ys
+
+
+@pl.jit.host
+def host_rank_loop_without_device(xs: XS, ys: YS):
+    n = pld.world_size()
+    for r in pl.range(n):
+        plain_chip(xs[r], ys[r])  # E:TC227
+    return ys
+
+
+@pl.jit.host
+def host_input_to_chip_out(xs: XS, ys: XS):
+    for r in pl.range(pld.world_size()):
+        plain_chip(xs[r], ys[r], device=r)  # E:TC228
+    return ys
+
+
+@pl.jit.host
+def host_input_to_chip_inout(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        inout_chip(ys[r], xs[r], pld.window(wbuf, [R, C], dtype=pl.FP32), device=r)  # E:TC228
+    return ys
+
+
+@pl.jit.incore
+def inout_kernel(x: X, acc: pl.InOut[pl.Tensor[[R, C], pl.FP32]], win: WIN):
+    acc = pl.store(pl.add(pl.load(acc, [0, 0], [R, C]), pl.load(x, [0, 0], [R, C])), [0, 0],
+                   acc)
+    return acc
+
+
+@pl.jit
+def inout_chip(x: X, acc: pl.InOut[pl.Tensor[[R, C], pl.FP32]], win: WIN):
+    return inout_kernel(x, acc, win)
+
+
 # ---------------------------------------------------------------- several mistakes at once
 @pl.jit.incore
 def k_three_mistakes(x: X, y: Y, win: WIN, sig: SIG):

@@ -282,15 +282,118 @@ def get_then_permit(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
     return y
 
 
+@pl.jit.incore
+def barrier_signal_notified_at_a_computed_cell(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    # the cell is computed from rank and nranks: evaluated per rank, it is the barrier's
+    ctx = pld.get_comm_ctx(sig)
+    me = pld.rank(ctx)
+    n = pld.nranks(ctx)
+    pld.tensor.barrier(sig)
+    right = (me + 1) % n
+    pld.system.notify(sig, peer=right, offsets=[(right + n - 1) % n, 0], value=1, op=SET)  # W:TC705
+    return y
+
+
+# ---------------------------------------------------------------- TC709
+@pl.jit.incore
+def wait_for_zero(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.system.notify(sig, peer=1 - me, offsets=[0, 0], value=1, op=SET)
+    pld.system.wait(sig, offsets=[0, 0], expected=0, cmp=GE)  # W:TC709
+    return y
+
+
+@pl.jit.incore
+def wait_for_each_round_from_zero(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    # round k waits for the k adds before it: round 0's wait is trivially true, by design
+    me = pld.rank(pld.get_comm_ctx(sig))
+    for k in pl.range(2):
+        pld.system.wait(sig, offsets=[0, 0], expected=k, cmp=GE)
+        pld.system.notify(sig, peer=1 - me, offsets=[0, 0], value=1, op=ADD)
+    return y
+
+
+# ---------------------------------------------------------------- TC710
+@pl.jit.incore
+def two_ranks_set_one_cell(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=SET)  # W:TC710
+    if me == 0:
+        pld.system.wait(sig, offsets=[0, 0], expected=1, cmp=GE)
+    return y
+
+
+@pl.jit.incore
+def two_ranks_set_their_own_cells(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.system.notify(sig, peer=0, offsets=[me, 0], value=1, op=SET)
+    if me == 0:
+        pld.system.wait(sig, offsets=[1, 0], expected=1, cmp=GE)
+    return y
+
+
+@pl.jit.incore
+def second_setter_waits_for_the_first(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    # rank 1 Sets rank 0's cell only after rank 0 set it and said so: the Sets are ordered
+    me = pld.rank(pld.get_comm_ctx(sig))
+    if me == 0:
+        pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=SET)
+        pld.system.notify(other, peer=1, offsets=[0, 0], value=1, op=SET)
+        pld.system.wait(sig, offsets=[0, 0], expected=2, cmp=GE)
+    if me == 1:
+        pld.system.wait(other, offsets=[0, 0], expected=1, cmp=GE)
+        pld.system.notify(sig, peer=0, offsets=[0, 0], value=2, op=SET)
+    return y
+
+
+# ---------------------------------------------------------------- TC711
+@pl.jit.incore
+def ge_one_of_two_producers_then_read_both(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    # both ranks store a row into rank 0's copy and add 1; rank 0 waits for 1 and reads both
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.remote_store(pl.load(x, [0, 0], [1, SIZE]), data, 0, [me, 0])
+    pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=ADD)
+    if me == 0:
+        pld.system.wait(sig, offsets=[0, 0], expected=1, cmp=GE)  # W:TC711
+        y = pl.store(pl.load(data, [0, 0], [W, SIZE]), [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def ge_every_producer_then_read_both(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.remote_store(pl.load(x, [0, 0], [1, SIZE]), data, 0, [me, 0])
+    pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=ADD)
+    if me == 0:
+        pld.system.wait(sig, offsets=[0, 0], expected=W, cmp=GE)
+        y = pl.store(pl.load(data, [0, 0], [W, SIZE]), [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def ge_one_then_read_own_row(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    # the row rank 0 reads is its own store, ordered by its own program order
+    me = pld.rank(pld.get_comm_ctx(sig))
+    pld.remote_store(pl.load(x, [0, 0], [1, SIZE]), data, 0, [me, 0])
+    pld.system.notify(sig, peer=0, offsets=[0, 0], value=1, op=ADD)
+    if me == 0:
+        pld.system.wait(sig, offsets=[0, 0], expected=1, cmp=GE)
+        y = pl.store(pl.load(data, [0, 0], [1, SIZE]), [0, 0], y)
+    return y
+
+
 FIRES = {
     "TC701": [set_then_add],
     "TC702": [eq_wait_below_the_total],
     "TC703": [ge_above_the_set_value, ge_above_the_sum_of_adds],
     "TC704": [notify_before_store],
-    "TC705": [barrier_signal_also_notified],
+    "TC705": [barrier_signal_also_notified, barrier_signal_notified_at_a_computed_cell],
     "TC706": [split_aiv_unguarded_notify],
     "TC707": [read_without_waiting],
     "TC708": [remote_load_without_waiting, get_without_waiting],
+    "TC709": [wait_for_zero],
+    "TC710": [two_ranks_set_one_cell],
+    "TC711": [ge_one_of_two_producers_then_read_both],
 }
 NEAR_MISSES = {
     "TC701": [set_and_add_on_two_cells, set_and_add_on_a_cell_read_at_run_time],
@@ -301,4 +404,7 @@ NEAR_MISSES = {
     "TC706": [split_aiv_guarded_notify, split_aiv_sharded_notify],
     "TC707": [store_before_notify, read_own_row_without_waiting],
     "TC708": [remote_load_after_the_wait, remote_load_of_a_row_nobody_writes, get_then_permit],
+    "TC709": [wait_for_each_round_from_zero, ge_at_the_set_value],
+    "TC710": [two_ranks_set_their_own_cells, second_setter_waits_for_the_first],
+    "TC711": [ge_every_producer_then_read_both, ge_one_then_read_own_row],
 }

@@ -130,7 +130,7 @@ def line_of(path, text):
 def test_check_a_clean_file(tmp_path):
     out = run("check", program_file(tmp_path, CLEAN_STEP))
     assert out.exit_code == 0, out.output
-    assert "0 error(s), 0 warning(s) (world size 2)" in out.output
+    assert "0 error(s), 0 warning(s) (world sizes 2, 3, 4)" in out.output
 
 
 def test_check_a_file_with_an_error(tmp_path):
@@ -193,4 +193,25 @@ def test_check_reports_an_import_failure_at_its_line(tmp_path):
 def test_check_help_says_what_it_runs():
     text = " ".join(run("check", "--help").output.split())
     assert '`if __name__ == "__main__":` block does not run' in text
-    assert "factory function" in text and "else 2" in text
+    assert "one a factory built" in text and "else 2, 3 and 4" in text
+
+
+def test_doctor_shows_the_build_cache_and_how_to_clear_it(tmp_path, monkeypatch):
+    import bad_programs as B
+    from tilecomm.runtime import DistributedConfig, RunConfig
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TILECOMM_CACHE_DIR", str(cache))
+    out = run("doctor")
+    assert f"build cache  {cache}: 0 B, 0 program build(s)\n" in out.output   # nothing to clear
+    cfg = RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1]))
+    compiled = B.ok_main.compile(config=cfg)
+    # the folder says whose build it is: file, function (a factory's too), ranks, platform
+    assert compiled.output_dir.parent == cache / "programs"
+    assert re.fullmatch(r"bad_programs\.host_for\.main-2r-cpu-[0-9a-f]{12}",
+                        compiled.output_dir.name)
+    size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+    assert size > 0
+    out = run("doctor").output
+    line = next(ln for ln in out.splitlines() if ln.startswith("build cache"))
+    assert line.endswith(", 1 program build(s)") and f"{cache}: " in line
+    assert f"clear it with rm -rf {cache}" in out

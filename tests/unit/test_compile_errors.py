@@ -256,6 +256,15 @@ CASES = [
     (B.host_device_loop_too_long, "TC212", VALUE, "device=^r", ["0..2", "2 rank(s)"]),
     (B.chip_kernel_device, "TC308", TYPE, "device=", ["device=", "InCore kernel"]),
     (B.host_incore_device, "TC308", TYPE, "device=", ["device=", "InCore kernel"]),
+    (B.host_windows_without_device, "TC227", VALUE, "ok_chip(",
+     ["without device=", "window views (win, sig)", "round-robin"]),
+    (B.host_rank_loop_without_device, "TC227", VALUE, "plain_chip(",
+     ["without device=", "loop over the ranks", "not on rank r"]),
+    # a HOST input where the chip writes
+    (B.host_input_to_chip_out, "TC228", TYPE, "ys[r]",
+     ["'ys' is an input of host_input_to_chip_out", "parameter 'y' of plain_chip", "pl.Out"]),
+    (B.host_input_to_chip_inout, "TC228", TYPE, "xs[r]",
+     ["'xs' is an input", "parameter 'acc' of inout_chip", "pl.InOut"]),
     # collectives
     (B.k_reduce_scatter_max, "TC219", VALUE, "pld.ReduceOp.Max", ["must be ReduceOp.Sum",
                                                                   "ReduceOp.Max"]),

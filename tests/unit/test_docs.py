@@ -5,6 +5,7 @@ code with its fix, examples whose highlighted line is the one the tests
 mark, and a page per tutorial that includes the tutorial's file."""
 import html
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -40,6 +41,30 @@ def site(tmp_path_factory):
                           env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def offline_site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("offline")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, NO_MKDOCS_2_WARNING="1", OFFLINE="true"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def test_the_offline_site_searches_from_disk_and_finds_ops_by_their_name(offline_site, site):
+    # from file:// the browser can load a script but not fetch JSON: the index is a script
+    script = (offline_site / "search" / "search_index.js").read_text(encoding="utf-8")
+    assert not (site / "search" / "search_index.js").exists()        # the ordinary build
+    assert (offline_site / "reference" / "ops" / "pld.system.html").exists()
+    index = json.loads(script[script.index("{"):script.rindex("}") + 1])
+    tokens = [t for t in re.split(index["config"]["separator"], "pld.system.defer_wait") if t]
+    assert "defer_wait" in tokens
+    # a title's words, as the page shows it (its markup is not searched)
+    titles = {d["location"] for d in index["docs"] if "defer_wait" in
+              re.split(index["config"]["separator"], re.sub(r"<[^>]+>", "", d["title"]))}
+    assert "reference/ops/pld.system.html#pld-system-defer_wait" in titles
 
 
 @pytest.fixture(scope="module")

@@ -137,6 +137,9 @@ class ProtocolFacts(NamedTuple):
     world: int
     inexact: frozenset         # buffers whose events are not all known exactly
     partial: bool              # the execution was cut short or lost track of a window
+    # (span, peer, ranks of the window's domain) of each peer index known to be
+    # outside its comm domain: the call would fail on it at run time
+    stray_peers: tuple = ()
 
 
 class _Return(Exception):
@@ -164,6 +167,7 @@ class ProtocolRun:
         self.activation = 0
         self.certain = True
         self.lane = None
+        self.stray_peers: dict = {}
 
     # ------------------------------------------------------------ driver
     def run(self) -> ProtocolFacts:
@@ -172,7 +176,8 @@ class ProtocolRun:
             self.call(entry, [UNKNOWN] * len(entry.params))
         except _Budget:
             self.partial = True
-        return ProtocolFacts(self.events, self.prog.world, frozenset(self.inexact), self.partial)
+        return ProtocolFacts(self.events, self.prog.world, frozenset(self.inexact), self.partial,
+                             tuple(self.stray_peers.values()))
 
     def call(self, fn, args):
         frame = _Frame(list(args), {p.name: a for p, a in zip(fn.params, args)})
@@ -447,6 +452,8 @@ class ProtocolRun:
                     for r in ranks:
                         self.emit(COLLECTIVE, e, w, _whole(w), op=rec.name, rank=r)
             return
+        if _int(args.get("peer")) is not None and self.certain:
+            self._check_peer(e, args.get(rec.notifies) if rec.notifies else None, args)
         if rec.notifies is not None:
             w = args.get(rec.notifies)
             self.emit(NOTIFY, e, w, self._cell(w, args.get("offsets")),
@@ -497,6 +504,18 @@ class ProtocolRun:
             if isinstance(w, Window) and w.buf in self.facts.buffers:
                 devs |= self.facts.buffer(w.buf).devices
         return sorted(devs) or list(range(self.prog.world))
+
+    def _check_peer(self, e, w, args):
+        """Remember a peer index outside the comm domain of the window it reaches."""
+        if not isinstance(w, Window):
+            w = next((v for v in args.values() if isinstance(v, Window)), None)
+        if w is None:
+            return
+        devs = self.facts.buffer(w.buf).devices if w.buf in self.facts.buffers else ()
+        n = len(devs) or self.prog.world
+        peer = args["peer"]
+        if not 0 <= peer < n:
+            self.stray_peers.setdefault(id(e), (e.span, peer, n))
 
     def _peer(self, w, peer):
         """The world rank a peer index (a rank of the window's comm domain) names."""

@@ -13,7 +13,7 @@ from importlib import metadata
 
 import click
 
-from ..runtime.config import from_env
+from ..runtime.config import RunConfig, from_env
 from ..transport.segments import SHM_DIR
 
 try:
@@ -75,10 +75,37 @@ def facts() -> list:
                     "optional: torch tensors as arguments" if dist == "torch" and
                     version_of(dist) is None else None))
     out.extend(_mpi_facts())
+    out.append(_cache_fact(RunConfig().resolved_cache_dir()))
     env = {k: v for k, v in os.environ.items() if k.startswith("TILECOMM_")}
     out.append(("environment", ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "none",
                 f"runs use transport {from_env().get('transport') or 'shm'}"))
     return out
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _cache_fact(root: str) -> tuple:
+    """The build cache: where, how big, how many program builds, how to clear it."""
+    total = count = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_size
+            except OSError:
+                pass                    # removed while we looked
+    programs = os.path.join(root, "programs")
+    if os.path.isdir(programs):
+        count = sum(1 for e in os.scandir(programs) if e.is_dir())
+    return ("build cache", f"{root}: {_size(total)}, {count} program build(s)",
+            f"builds are made again when needed: clear it with rm -rf {root} (set "
+            f"TILECOMM_CACHE_DIR to move it); each program's folder under programs/ is "
+            f"named FILE.FUNCTION-<ranks>r-<platform>-<hash>" if total else None)
 
 
 def _mpi_facts() -> list:

@@ -85,13 +85,16 @@ def import_error(path: str, exc: BaseException) -> Diagnostic:
 def targets(module) -> list:
     """Module-level programs: HOST functions, ``@pl.program`` classes (each
     entry), and chip / InCore functions no HOST function of the file
-    reaches (checked on their own afterwards)."""
+    reaches (checked on their own afterwards).  A program a factory built
+    and the file binds to a module-level name counts, wherever the factory
+    is defined."""
     out = []
     for name, obj in vars(module).items():
         if isinstance(obj, KernelFunction) and obj.kind in (HOST, ORCH, INCORE) and \
-                obj.fn.__module__ == module.__name__:
+                (obj.fn.__module__ == module.__name__ or "<locals>" in obj.fn.__qualname__):
             out.append(Target(name, obj))
-        elif isinstance(obj, ProgramClass) and obj.cls.__module__ == module.__name__:
+        elif isinstance(obj, ProgramClass) and (obj.cls.__module__ == module.__name__ or
+                                                "<locals>" in obj.cls.__qualname__):
             ns = SelfNamespace(obj.cls, obj.functions)
             for entry_name, fn in obj.entries.items():
                 out.append(Target(f"{name}.{entry_name}", fn, ns))
@@ -102,11 +105,21 @@ def targets(module) -> list:
 def default_ranks(path: str) -> int:
     """The world size the file's own ``DistributedConfig(device_ids=...)`` names
     when every such call spells it literally and they agree, else 2."""
+    sizes = file_sizes(path)
+    return sizes[0] if len(sizes) == 1 else DEFAULT_RANKS
+
+
+def file_sizes(path: str, module=None) -> list:
+    """The world sizes the file's ``DistributedConfig(device_ids=...)`` calls
+    name: spelled literally (``[0, 1, 2]``, ``list(range(3))``) or computed
+    from module-level names (``list(range(N))``, N a constant of the file),
+    in ``module``'s namespace when given.  Sizes that depend on a function's
+    locals (a ``--ranks`` option) are not known here."""
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
     except (OSError, SyntaxError, ValueError):
-        return DEFAULT_RANKS
+        return []
     sizes = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id",
@@ -114,9 +127,25 @@ def default_ranks(path: str) -> int:
                 "DistributedConfig":
             for kw in node.keywords:
                 if kw.arg == "device_ids":
-                    sizes.add(_literal_len(kw.value))
+                    n = _literal_len(kw.value)
+                    sizes.add(n if n is not None or module is None else
+                              _computed_len(kw.value, module))
     sizes.discard(None)
-    return sizes.pop() if len(sizes) == 1 else DEFAULT_RANKS
+    return sorted(sizes)
+
+
+def _computed_len(node, module):
+    """len() of an expression of module-level names (None if it needs more)."""
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    ns = vars(module)
+    if not names <= set(ns) | {"list", "range", "tuple", "len"}:
+        return None                       # a local of some function: known only at run time
+    try:
+        # the file's own expression, over the file's own constants (it ran on import)
+        value = eval(compile(ast.Expression(node), "<device_ids>", "eval"), dict(ns))
+        return len(value) if len(value) > 0 else None
+    except Exception:
+        return None
 
 
 def _literal_len(node):
@@ -180,30 +209,42 @@ class UnboundShape(Exception):
 
 
 def compile_target(t: Target, ranks: int, dims: dict, platform: str) -> tuple:
-    """(diagnostics, qualified names of the functions the program reached)."""
+    """(diagnostics, qualified names of the functions the program reached,
+    the program's IR or None).  A ``pl.dynamic`` dim ``dims`` does not bind is
+    the world size, as ``explore`` and ``run`` make it; if the program does not
+    compile that way but does with the dim left open, it is checked open."""
     cfg = RunConfig(platform=platform, lint="off",
                     distributed_config=DistributedConfig(device_ids=list(range(ranks))))
     cp = CompiledProgram(t.entry, config=cfg, self_ns=t.self_ns)
+    auto = {n: ranks for n in unbound_dims(t.entry) if n not in dims}
     try:
-        types = arg_types(t.entry, dims)
+        types = arg_types(t.entry, {**auto, **dims})
     except UnboundShape as e:
         span = _def_span(t.entry)
         return [Diagnostic(span.file, span.line, span.col, "note", "", (
             f"{t.name} not checked: parameter '{e}' is a bare pl.Tensor, whose shape comes "
-            f"from the call's argument"), "annotate it pl.Tensor[[shape], dtype]", t.name)], set()
+            f"from the call's argument"), "annotate it pl.Tensor[[shape], dtype]", t.name)], \
+            set(), None
     try:
         prog, found = cp.check(types)
     except UserError as e:
-        return [from_user_error(d, t.name) for d in e.diagnostics], set()
+        if not auto:
+            return [from_user_error(d, t.name) for d in e.diagnostics], set(), None
+        try:                         # is it the binding that fails, or the program?
+            prog, found = cp.check(arg_types(t.entry, dims))
+        except UserError:
+            return [from_user_error(d, t.name) for d in e.diagnostics], set(), None
+        auto = {}
     diags = [from_warning(w, t.name) for w in found]
-    missing = [n for n in unbound_dims(t.entry) if n not in dims]
+    missing = [n for n in unbound_dims(t.entry) if n not in dims and n not in auto]
     if missing and t.entry.kind == HOST:
         span = _def_span(t.entry)
         diags.append(Diagnostic(span.file, span.line, span.col, "note", "", (
-            f"{t.name}: pl.dynamic dims {', '.join(missing)} left unbound: windows sized "
-            f"by them are checked without the protocol lint's cell-level rules"),
-            f"bind them, e.g. --dim {missing[0]}={ranks}", t.name))
-    return diags, {fn.py_name for fn in prog.functions.values()}
+            f"{t.name}: pl.dynamic dims {', '.join(missing)} left unbound (the world size "
+            f"{ranks} does not fit them): windows sized by them are checked without the "
+            f"protocol lint's cell-level rules"),
+            f"bind them, e.g. --dim {missing[0]}=VALUE", t.name))
+    return diags, {fn.py_name for fn in prog.functions.values()}, prog
 
 
 def _def_span(entry) -> Span:
@@ -224,4 +265,4 @@ def from_warning(w, program: str) -> Diagnostic:
 
 
 __all__ = ["DEFAULT_RANKS", "Diagnostic", "Target", "compile_target", "default_ranks",
-           "import_error", "load_module", "targets"]
+           "file_sizes", "import_error", "load_module", "targets"]

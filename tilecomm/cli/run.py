@@ -15,6 +15,7 @@ Two forms, told apart by ``::`` in the target:
   its ``RunConfig``, and prints a checksum of each output."""
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
@@ -34,7 +35,7 @@ from .programs import default_ranks, targets
 
 # option -> the variable ``from_env`` reads for it (the script form)
 ENV_OF = {"detect_races": "TILECOMM_DETECT_RACES", "transport": "TILECOMM_TRANSPORT",
-          "lint": "TILECOMM_LINT"}
+          "lint": "TILECOMM_LINT", "trace": "TILECOMM_TRACE"}
 # options only the FILE.py::NAME form takes (a script reads its own argv)
 PROGRAM_ONLY = ("--ranks", "--dim", "--scalar")
 # the shell's status of a process ended by Ctrl-C (128 + SIGINT)
@@ -83,9 +84,12 @@ def _first_positional(command, args):
               help="The protocol lint at compile time (TILECOMM_LINT): warn, error (a "
                    "finding is a LintError before any rank starts) or off.  Default: warn "
                    "up to 32 ranks.")
+@click.option("--trace", "trace", metavar="DIR", type=click.Path(file_okay=False),
+              help="Trace every call (TILECOMM_TRACE=DIR): each call's Perfetto trace is "
+                   "written to DIR as BUILD-N.json, and its path printed.")
 @program_options(max_ranks=4096, only="FILE.py::NAME only.  ")
 @click.pass_context
-def run(ctx, target, args, detect_races, transport, lint, ranks, dims, scalars):
+def run(ctx, target, args, detect_races, transport, lint, trace, ranks, dims, scalars):
     """Run SCRIPT.py as `python SCRIPT.py ARGS...` would, with the run-time
     checkers the options name switched on for every call it makes; or call
     the program NAME of FILE.py once.
@@ -119,7 +123,8 @@ def run(ctx, target, args, detect_races, transport, lint, ranks, dims, scalars):
         if args:
             raise click.UsageError(f"{target} takes no arguments of its own; got "
                                    f"{' '.join(args)}")
-        _run_program(target, detect_races, transport, lint, ranks, dims, scalars)
+        with _environment({ENV_OF["trace"]: os.path.abspath(trace) if trace else None}):
+            _run_program(target, detect_races, transport, lint, ranks, dims, scalars)
         return
     given = [opt for opt, v in zip(PROGRAM_ONLY, (ranks, dims, scalars)) if v]
     if given:
@@ -128,8 +133,26 @@ def run(ctx, target, args, detect_races, transport, lint, ranks, dims, scalars):
     if not os.path.isfile(target):
         raise click.UsageError(f"no such script: {target}")
     env = {ENV_OF["detect_races"]: "1" if detect_races else None,
-           ENV_OF["transport"]: transport, ENV_OF["lint"]: lint}
+           ENV_OF["transport"]: transport, ENV_OF["lint"]: lint,
+           ENV_OF["trace"]: os.path.abspath(trace) if trace else None}
     sys.exit(run_script(target, list(args), env))
+
+
+@contextlib.contextmanager
+def _environment(env: dict):
+    """The variables of ``env`` that are not None set for the block, then as
+    they were."""
+    env = {k: v for k, v in env.items() if v is not None}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # ---------------------------------------------------------------- SCRIPT.py

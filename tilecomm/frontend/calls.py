@@ -21,9 +21,10 @@ from ..ops.registry import OpStub
 from ..ops import pl_ops
 from . import source as source_mod
 from .common import _err
+from .dispatch import DispatchChecks
 
 
-class CallParsing:
+class CallParsing(DispatchChecks):
     """Mixin of ``FunctionParser``: the call expressions."""
 
     def e_call(self, node):
@@ -224,6 +225,10 @@ class CallParsing:
                 args.append(self.expr(kw[name]))
         fn_ir = self.b.specialise(callee, [a.type for a in args], span)
         self._check_args(fn_ir, args, span)
+        if self.kind == HOST and callee.kind == ORCH:
+            if device_node is None:
+                self.check_no_device(callee, fn_ir, node, args)
+            self.check_written_inputs(fn_ir, args)
         devices, device = None, None
         if callee.kind == SUBWORKER:         # runs in the controller: no device, no domain
             # its result, if it has one, is the argument it writes (see sub_worker_results)

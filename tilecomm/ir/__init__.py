@@ -2,6 +2,7 @@
 
 ``compile`` hands the program to the compiler its decorator attached
 (``driver``); the IR package itself stays below the compiler."""
+from ..errors import TilecommError, at_entry_point
 from .functions import KernelFunction, ProgramClass
 
 # options of upstream's compile that steer its pass pipeline and the chip
@@ -29,8 +30,12 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
     if driver is None:
         raise TypeError(f"tilecomm.ir.compile expects a @pl.program class or a @pl.jit.host "
                         f"function; got {program!r}")
-    return driver.compile(program, output_dir, platform=platform,
-                          distributed_config=distributed_config, config=config)
+    try:
+        return driver.compile(program, output_dir, platform=platform,
+                              distributed_config=distributed_config, config=config)
+    except TilecommError as e:         # an entry point: the user's frames only
+        at_entry_point(e)
+        raise
 
 
 __all__ = ["TOOLCHAIN_OPTIONS", "compile"]

@@ -13,9 +13,10 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 
+from ..errors import ProgramTypeError, TilecommError, at_entry_point, user_span
 from .annotations import annotation_type
 from .enums import FunctionType, Level, ParamDirection, Role
-from .kinds import HOST, INCORE, ORCH, SUBWORKER
+from .kinds import HOST, INCORE, KIND_NAMES, ORCH, SUBWORKER
 from .types import IN, INOUT, OUT, TupleType
 
 # what upstream's IR reports for a function made by each decorator form
@@ -135,20 +136,35 @@ class KernelFunction:
 
     def _require_host(self, what):
         if self.kind != HOST:
-            raise TypeError(f"{self.fn.__qualname__} is a {self.kind} function; only "
-                            f"@pl.jit.host entry points can be {what} from Python")
+            how = {INCORE: "call it from a @pl.jit chip function, dispatch that from a "
+                           "@pl.jit.host function (chip(..., device=r)) and call the "
+                           "@pl.jit.host function",
+                   ORCH: "dispatch it from a @pl.jit.host function (chip(..., device=r)) "
+                         "and call the @pl.jit.host function"}.get(self.kind, "call the HOST orchestrator that "
+                                                          "uses it")
+            raise ProgramTypeError(f"{self.fn.__qualname__} is {KIND_NAMES[self.kind]}; only "
+                                   f"{KIND_NAMES[HOST]} can be {what} from Python",
+                                   code="TC301", span=user_span(), hint=how)
         if self.driver is None:
             raise TypeError(f"{self.fn.__qualname__} was not made by a tilecomm decorator "
                             f"that can compile it")
 
     def compile(self, *args, config=None):
         """Compile for ``config`` (cached); with tensors, also specialise for them."""
-        self._require_host("compiled")
-        return self.driver.compile_function(self, args, config)
+        try:
+            self._require_host("compiled")
+            return self.driver.compile_function(self, args, config)
+        except TilecommError as e:
+            at_entry_point(e)
+            raise
 
     def __call__(self, *args, config=None):
-        self._require_host("called")
-        return self.compile(config=config)(*args)
+        try:
+            self._require_host("called")
+            return self.compile(config=config)(*args)
+        except TilecommError as e:
+            at_entry_point(e)
+            raise
 
 
 def kind_of(type_, level, role, name) -> str:

@@ -227,6 +227,12 @@ class RunConfig:
         return bool(self.enable_chip_swimlane or self.enable_dump_args or self.enable_dep_gen
                     or self.enable_scope_stats)
 
+    @property
+    def trace_dir(self) -> str | None:
+        """Where every call's trace is also written ($TILECOMM_TRACE, which
+        ``tilecomm run --trace DIR`` sets): tracing is then on for every call."""
+        return from_env().get("trace_dir")
+
     def resolved_transport(self) -> str:
         if self.transport is not None:
             return self.transport
@@ -371,6 +377,8 @@ def from_env() -> dict:
                           code="TC402")
     if lint:
         out["lint"] = lint
+    if os.environ.get("TILECOMM_TRACE"):
+        out["trace_dir"] = os.environ["TILECOMM_TRACE"]
     if os.environ.get("TILECOMM_MPI_POOL_MB"):
         out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
     if os.environ.get("TILECOMM_MPI_DIRECT") == "0":

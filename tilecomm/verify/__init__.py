@@ -7,6 +7,6 @@ the front end types each call; the rules here need the whole program."""
 from .base import RULES, Rule, VerifyContext, rule, verify
 from .lint import LINT_MODES, LINT_RULES, lint
 from . import collectives, placement, platform, windows  # noqa: F401  (rules register on import)
-from . import protocol_rules  # noqa: F401  (lint rules register on import)
+from . import protocol_rules, signal_rules  # noqa: F401  (lint rules register on import)
 
 __all__ = ["LINT_MODES", "LINT_RULES", "RULES", "Rule", "VerifyContext", "lint", "rule", "verify"]

@@ -1,4 +1,5 @@
-"""The protocol lint's rules (``TC701``-``TC708``), one small rule per pattern.
+"""The protocol lint's rules (``TC701``-``TC708``; ``signal_rules.py`` has the rest), one
+small rule per pattern.
 
 They read ``ProtocolFacts``: per rank, in program order, every notify, wait,
 remote write and read, local window access and collective, with what is known of its

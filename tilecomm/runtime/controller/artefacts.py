@@ -6,9 +6,11 @@ its part of it), and write the files a rank on another node sent
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import re
 import shutil
+import sys
 import time
 
 from ...check.races import find_races
@@ -25,13 +27,19 @@ from ..rank.tracing import pid_of
 
 
 
+# the swimlane level a call traced only because of $TILECOMM_TRACE records
+# (tasks and ops, as RunConfig(enable_chip_swimlane=2))
+TRACE_LANE = 2
+
+
 class RunArtefacts:
     """The controller's part of one run that writes artefacts."""
 
-    def __init__(self, settings: DfxSettings, world: int, explore=None):
+    def __init__(self, settings: DfxSettings, world: int, explore=None, trace_dir=None):
         self.settings = settings
         self.world = world
         self.explore = explore
+        self.trace_dir = trace_dir      # every call's trace also goes there ($TILECOMM_TRACE)
         self.trace_path = None
 
     @classmethod
@@ -58,7 +66,8 @@ class RunArtefacts:
                                    "detect_races")
         steps = None if explore is None else (f"{logs}-steps", tuple(explore.schedule),
                                               explore.limit)
-        if not config.dfx_enabled:
+        trace_dir = config.trace_dir
+        if not config.dfx_enabled and not trace_dir:
             if not races and steps is None:
                 return None
             return cls(DfxSettings(None, 0, 0, False, False, 0, "", f"{logs}-races" if races
@@ -79,12 +88,12 @@ class RunArtefacts:
             os.makedirs(root, exist_ok=True)
         except OSError as e:
             raise unwritable(root, e) from None
-        lane = int(config.enable_chip_swimlane)
+        lane = int(config.enable_chip_swimlane) or (TRACE_LANE if trace_dir else 0)
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
                                time.perf_counter_ns(), os.path.basename(out),
                                f"{logs}-races" if races else None, steps)
-        return cls(settings, executable.world, explore)
+        return cls(settings, executable.world, explore, trace_dir)
 
     def races(self):
         """The run ended on every rank: the data races its ranks' logs show,
@@ -155,7 +164,27 @@ class RunArtefacts:
         except OSError as e:
             raise unwritable(path, e) from None
         self.trace_path = path
+        if self.trace_dir:
+            copy = self._copy_to_trace_dir(path)
+            print(f"tilecomm: trace of this call of {s.title} written to {copy} "
+                  f"(tilecomm trace {copy} summarises it)", file=sys.stderr)
         return path
+
+    def _copy_to_trace_dir(self, path: str) -> str:
+        """The merged trace copied into the trace directory under a name of its
+        own: the program's build folder name and the next free call number."""
+        try:
+            os.makedirs(self.trace_dir, exist_ok=True)
+            for n in itertools.count(1):
+                dest = os.path.join(self.trace_dir, f"{self.settings.title}-{n}.json")
+                try:                  # "x": two calls (or processes) never share a file
+                    with open(dest, "xb") as out, open(path, "rb") as src:
+                        shutil.copyfileobj(src, out)
+                    return dest
+                except FileExistsError:
+                    continue
+        except OSError as e:
+            raise unwritable(self.trace_dir, e) from None
 
 
 def merge_with_views(parts, title: str):

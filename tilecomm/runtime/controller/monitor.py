@@ -135,7 +135,8 @@ def blocked_wait(run, rank: int, w: C.WaitRecord):
     handle = buf.segments[buf.domain_rank(rank)]
     value = run.ranks.transport.read_cell(handle, 4 * w.index)
     rec = exe.prog.buffers[w.buffer]
-    notifiers = NotifierSet({d: sorted(f) for d, f in sorted(rec.notifiers.items())})
+    notifiers = NotifierSet({d: sorted(f) for d, f in sorted(ran_notifiers(run, rec).items())
+                             if f})
     name = collective_name(w.coll)
     if name is not None:
         # w.peer: the domain rank whose arrival the barrier waits for
@@ -144,6 +145,20 @@ def blocked_wait(run, rank: int, w: C.WaitRecord):
                       function=None)
     return BlockedWait(kind="signal", buffer=buf.name, index=w.index, value=value,
                        notifiers=notifiers, **common)
+
+
+def ran_notifiers(run, rec) -> dict:
+    """{device: names} of the dispatches that notify into buffer ``rec`` and
+    were sent to that device in this run.  The program's facts say which
+    devices a dispatch site may reach (a whole loop range even when a branch
+    skips some); once every dispatch is sent, the report names only those
+    that ran, so a rank that never ran the kernel is not named as a hope."""
+    if not getattr(run, "sent_all", False):
+        return dict(rec.notifiers)
+    funcs = run.executable.prog.functions
+    sent = {d: {funcs[f].py_name if f in funcs else f for f in names}
+            for d, names in run.dispatched.items()}
+    return {d: set(fs) & sent.get(d, set()) for d, fs in rec.notifiers.items()}
 
 
 def task_waits(run, rank: int, rec: C.WaitRecord):

@@ -190,6 +190,7 @@ class HostRuntime(ValueOps, HostCollectives):
                                    code="TC503")
         self.call.send(device, Dispatch(self.call.executable.image.key, fname, seq, tuple(descs),
                                         tuple(deps.items()), loc))
+        self.call.dispatched.setdefault(device, set()).add(fname)
         if isinstance(ret, tuple):
             return tuple(args[i] if i is not None else None for i in ret)
         return args[ret] if isinstance(ret, int) else None

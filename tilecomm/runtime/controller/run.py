@@ -100,6 +100,11 @@ class Run:
         self.index = 0                      # which run of the ranks this is (Ranks.runs)
         self.artefacts = None               # run artefacts (artefacts.RunArtefacts), if asked
         self.explore = explore              # an explored run's plan (testing/exploration.py)
+        # device -> names of the functions dispatched to it; complete once the
+        # HOST orchestrator has returned (``sent_all``).  A deadlock report names
+        # these as notifiers, not every device a dispatch site could reach
+        self.dispatched: dict = {}
+        self.sent_all = False
 
     # ------------------------------------------------------------ first half
     def begin(self, args: list, last: bool = False, idle: bool = True,
@@ -173,6 +178,7 @@ class Run:
             hostfaults.locate(e, exe.lowered)
             raise
         self.ranks.seq = hr.seq            # dispatch numbers continue in the next run
+        self.sent_all = True
         return result
 
     def end(self, last: bool) -> None:
