@@ -735,7 +735,14 @@ class _Replay:
 
 
 def find_races(logs: dict, names: dict) -> tuple:
-    """(races, how many more were found) of one call: ``logs`` maps each
+    """(races, how many more were found) of one call (``find_all_races``,
+    the first ``MAX_REPORTED`` of them)."""
+    races = find_all_races(logs, names)
+    return tuple(races[:MAX_REPORTED]), max(0, len(races) - MAX_REPORTED)
+
+
+def find_all_races(logs: dict, names: dict) -> list:
+    """Every race of one call: ``logs`` maps each
     rank to an iterable of its events (read as the replay goes, and again
     by each further round: a list, or an object that iterates anew), ``names``
     each window buffer id to its name (read once the replay is done: a
@@ -761,7 +768,7 @@ def find_races(logs: dict, names: dict) -> tuple:
     races = [Race(names.get(bid, str(bid)), owner, region, first, second, why,
                   PLAIN if isinstance(bid, tuple) and bid[0] == PLAIN else "window")
              for (bid, owner), region, first, second, why in replay.found.values()]
-    return tuple(races[:MAX_REPORTED]), max(0, len(races) - MAX_REPORTED)
+    return races
 
 
-__all__ = ["Access", "MAX_REPORTED", "Race", "find_races", "region_text"]
+__all__ = ["Access", "MAX_REPORTED", "Race", "find_all_races", "find_races", "region_text"]

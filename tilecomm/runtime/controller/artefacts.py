@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 
-from ...check.races import find_races
+from ...check.races import MAX_REPORTED, find_all_races, find_races
 from ...dfx import trace as T
 from ...errors import ConfigError, DataRaceError, RuntimeFault
 from ..messages import Files
@@ -22,6 +22,7 @@ from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, d
                               dispatch_trace_name, race_log_path, step_log_path)
 from ..rank.exploring import read_steps
 from ..rank.racing import LogFile
+from .race_history import ChainedLog
 from ..rank.tracing import pid_of
 
 
@@ -42,8 +43,19 @@ class RunArtefacts:
         self.trace_dir = trace_dir      # every call's trace also goes there ($TILECOMM_TRACE)
         self.trace_path = None
 
+    history = None                      # a RaceHistory this call's check joins
+    earlier: tuple = ()                 # the race logs of that history's calls before it
+
     @classmethod
-    def begin(cls, executable, config, control, logs: str = "", explore=None):
+    def begin(cls, executable, config, control, logs: str = "", explore=None, history=None):
+        made = cls._begin(executable, config, control, logs, explore)
+        if history is not None and made is not None and made.settings.races is not None:
+            made.history = history
+            made.earlier = history.join(made.settings.races)
+        return made
+
+    @classmethod
+    def _begin(cls, executable, config, control, logs: str = "", explore=None):
         """Before the run touches any rank: None when ``config`` asks for no
         artefact and no race check, and the run is not explored (the common
         case); otherwise clear the stale output (a directory that cannot be
@@ -101,15 +113,25 @@ class RunArtefacts:
         if self.settings.races is None:
             return None
         names: dict = {}
-        found, omitted = find_races({r: LogFile(race_log_path(self.settings, r), names)
-                                     for r in range(self.world)}, names)
-        return DataRaceError(found, omitted) if found else None
+        if self.history is None:
+            found, omitted = find_races({r: LogFile(race_log_path(self.settings, r), names)
+                                         for r in range(self.world)}, names)
+            return DataRaceError(found, omitted) if found else None
+        # one history with the calls in flight before it (race_history.py)
+        prefixes = self.earlier + (self.settings.races,)
+        found = self.history.new_races(find_all_races(
+            {r: ChainedLog([LogFile(f"{p}-{r}", names) for p in prefixes])
+             for r in range(self.world)}, names))
+        return DataRaceError(found[:MAX_REPORTED], max(0, len(found) - MAX_REPORTED)) \
+            if found else None
 
     def close(self) -> None:
         """Remove the race logs and step logs (the run is over, whichever
         way), giving an explored run's plan the steps its ranks made."""
         paths = []
-        if self.settings.races is not None:
+        if self.history is not None:          # its logs go with the history's
+            self.history.checked()
+        elif self.settings.races is not None:
             paths += [race_log_path(self.settings, r) for r in range(self.world)]
         if self.settings.explore is not None:
             logs = [step_log_path(self.settings, r) for r in range(self.world)]

@@ -83,8 +83,12 @@ def execute(ranks: Ranks, executable, args: list, config, last: bool = False, ca
 class Run:
     """One execution of the HOST orchestrator on a set of ranks."""
 
-    def __init__(self, ranks: Ranks, executable, config, callbacks=None, explore=None):
+    def __init__(self, ranks: Ranks, executable, config, callbacks=None, explore=None,
+                 race_history=None):
         self.ranks = ranks
+        # the calls in flight with this one, checked as one history
+        # (race_history.py; a worker's submitted calls on kept windows)
+        self.race_history = race_history
         self.callbacks = callbacks or {}     # SubWorker name -> bound callback
         self.executable = executable
         self.config = config
@@ -117,7 +121,7 @@ class Run:
         # before anything touches the ranks
         self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control,
                                             S.log_path(self.owner, self.call_id, "log"),
-                                            self.explore)
+                                            self.explore, self.race_history)
         try:
             self.prepare(idle, reset_control)
             host_vals, copies = self.share(args)

@@ -37,6 +37,7 @@ from .device_tensors import DeviceTensor, ResidentMemory, StackedDeviceTensor
 from .handles import DistributedRunHandle, RegistrationHandle
 from ..controller.backend import backend_class
 from ..controller.ranks import Ranks, next_id
+from ..controller.race_history import RaceHistory
 from ..controller.run import Run, execute
 from .pipeline import Pipeline
 from ..controller.subworkers import bind_callbacks
@@ -113,6 +114,8 @@ class DistributedWorker:
         self._inherited = list(inherited_host_tensors or ())
         self._ranks: Ranks | None = None
         self._closed = False
+        self._last_submitted = None     # the handle of the last submit()
+        self._race_history = None       # the checked calls in flight together, if any
         self.id = next(_WORKER_IDS)
         self._owner = os.getpid()
         self._segment_id = next_id()     # names of the worker's resident segments
@@ -221,8 +224,9 @@ class DistributedWorker:
         if not pipelined:
             self._queue.put(("run", handle, call, config))
             return handle
+        history = self._history_for(call[0], config, handle)
         try:                            # sent now, while the call before may still run
-            run = self._begin(call, config)
+            run = self._begin(call, config, history)
         except BaseException as e:      # kept for result(), as if it had run in the background
             self._finished(handle, error=e)
             return handle
@@ -246,7 +250,27 @@ class DistributedWorker:
             (not self.persistent or not self.reset_persistent_windows) and \
             not self._backend.spmd
 
-    def _begin(self, call, config):
+    def _history_for(self, exe, config, handle):
+        """The race history a pipelined call joins (``race_history.py``): that
+        of the call submitted before it, if the caller has not waited for
+        that one yet and the windows are kept; else a new one, or None when
+        the call is not checked."""
+        with self._lock:
+            last, self._last_submitted = self._last_submitted, handle
+            if not self._run_config(exe, config).races_enabled or not self.persistent:
+                return None
+            if last is not None and not last.taken and self._race_history is not None:
+                return self._race_history
+            self._end_history()
+            self._race_history = RaceHistory(self.world)
+            return self._race_history
+
+    def _end_history(self) -> None:
+        if self._race_history is not None:
+            self._race_history.end()
+            self._race_history = None
+
+    def _begin(self, call, config, history=None):
         exe, args = call
         with self._lock:
             ranks = self._live_ranks()
@@ -254,8 +278,8 @@ class DistributedWorker:
                 idle = self._sent == 0
                 self._sent += 1
             try:
-                return Run(ranks, exe, self._run_config(exe, config), self.callbacks) \
-                    .begin(args, idle=idle, reset_control=False)
+                return Run(ranks, exe, self._run_config(exe, config), self.callbacks,
+                           race_history=history).begin(args, idle=idle, reset_control=False)
             except BaseException:
                 with self._pending_lock:
                     self._sent -= 1
@@ -324,6 +348,9 @@ class DistributedWorker:
     def _blocking(self, compiled, args, config):
         call = self._prepare_call(compiled, args)
         self._drain()                   # submitted calls first, in order
+        with self._lock:                # nothing is in flight with a blocking call
+            self._last_submitted = None
+            self._end_history()
         result = self._execute(call, config)
         outputs = _returned(compiled, args, call[1])
         return result if outputs is None else outputs
@@ -527,6 +554,7 @@ class DistributedWorker:
                 ranks.close(graceful=locked)
             self.memory.close()
             self._inherited.clear()
+            self._end_history()
             S.sweep(self._owner, self._segment_id)
         finally:
             if locked:

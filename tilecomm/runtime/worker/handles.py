@@ -33,6 +33,9 @@ class DistributedRunHandle:
         self._finished = threading.Event()
         self._value = None
         self._error: BaseException | None = None
+        # the caller has waited for it: a call submitted after that is not in
+        # flight with it (race_history.py)
+        self.taken = False
 
     def _set(self, value=None, error: BaseException | None = None) -> None:
         self._value, self._error = value, error
@@ -46,6 +49,7 @@ class DistributedRunHandle:
         """Wait until the call finished; re-raise its error; ``TimeoutError``
         if it has not finished within ``timeout`` seconds."""
         t = check_timeout(timeout)
+        self.taken = True
         if t is None and self._drive is not None and not self._finished.is_set():
             self._drive(self)           # without a time limit: this thread finishes it
         if not self._finished.wait(t):
