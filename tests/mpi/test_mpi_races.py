@@ -38,3 +38,14 @@ def test_tilecomm_run_turns_the_check_on_in_every_process(option):
     assert run.returncode == 0, run.output
     want = "RACED {} 2\n" if option else "UNCHECKED {}\n"
     assert run.rank_out == [want.format(r) for r in range(2)], run.output
+
+
+@pytest.mark.parametrize("name,n", [("weighted_counts", 3), ("two_sets", 3),
+                                    ("set_zero_fresh_cell", 2), ("credit_barrier", 2),
+                                    ("overlapping_tasks", 2)])
+def test_the_happens_before_shapes_hold_under_mpi(name, n):
+    """Each shape of programs_hb.py under mpiexec: the twin is clean, the racy
+    form is reported on every process."""
+    run = run_mpi(n, [script("hb_races.py"), name, str(n)], timeout=240)
+    assert run.returncode == 0, run.output
+    assert run.rank_out == [f"HB {r} {name}\n" for r in range(n)], run.output

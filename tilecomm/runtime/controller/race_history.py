@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ...check.events import BARRIER, CLOSE, COND, MAIN, SUBMIT
+from ...check.events import BARRIER, CLOSE, MAIN, SUBMIT
 
 
 class RaceHistory:
@@ -114,9 +114,7 @@ def _renamed(ev, i):
     if kind == BARRIER:
         bid, count, lane, gen = ev[2]
         return ev[:2] + ((bid, (i, count), lane, gen),) + ev[3:]
-    if kind == COND:
-        return ev
-    return ev
+    return ev                           # COND: its thread names its task
 
 
 __all__ = ["ChainedLog", "RaceHistory"]
