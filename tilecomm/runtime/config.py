@@ -5,11 +5,10 @@ runtimes with different settings can live in one process."""
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from dataclasses import dataclass
 
-from ..errors import ConfigError, Span
+from ..errors import ConfigError, user_span
 from ..transport import TRANSPORTS
 
 
@@ -295,20 +294,7 @@ def _ring_sizing(name, v):
 def _user_span():
     """Where the user built this RunConfig: the first frame outside tilecomm
     and dataclasses (errors about a config point at the constructor call)."""
-    f = sys._getframe(1)
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    while f is not None:
-        fn = f.f_code.co_filename
-        if not (os.path.abspath(fn).startswith(pkg + os.sep) or fn.startswith("<")):
-            col = 1
-            try:
-                pos = list(f.f_code.co_positions())[f.f_lasti // 2]
-                col = (pos[2] or 0) + 1
-            except (AttributeError, IndexError, TypeError):
-                pass
-            return Span(fn, f.f_lineno, col, f.f_code.co_name)
-        f = f.f_back
-    return None
+    return user_span()
 
 
 def _dfx_error(message, code="TC440", hint=None):
