@@ -47,7 +47,11 @@ class Peers:
     enough for remote loads and stores, put and get."""
 
     def __init__(self):
-        self.copies = [np.zeros(SHAPE, np.float32), np.arange(8, dtype=np.float32).reshape(SHAPE)]
+        # views of one mapping, as every member's copy of a window is (an
+        # array that owns its memory is a fresh tile to the recorder)
+        mapped = np.zeros((2,) + SHAPE, np.float32)
+        mapped[1] = np.arange(8, dtype=np.float32).reshape(SHAPE)
+        self.copies = [mapped[0], mapped[1]]
 
     def window(self, key, peer):
         return peer

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+from bisect import bisect_right, insort
 
 import numpy as np
 
@@ -76,7 +77,10 @@ class RaceLog(Sink):
         self.fname = "?"
         self.names: dict = {}           # buffer id -> name
         self.mapped: set = set()        # (buffer id, address of this rank's copy)
-        self.windows: list = []         # (first address, end, buffer id, owner, shape, itemsize)
+        # (first address, end, buffer id, owner, shape, itemsize) of each copy
+        # of a window mapped here, by address; ``starts`` their first addresses
+        self.windows: list = []
+        self.starts: list = []
         self.plains: list = []          # the same of the dispatch's plain tensors
         self.scopes = 0                 # task scopes of the dispatch now open
         self.calls: dict = {}           # signal buffer id -> collective calls on it
@@ -189,8 +193,9 @@ class RaceLog(Sink):
             return
         self.mapped.add((b.id, lo))
         self.names[b.id] = b.name
-        self.windows.append((lo, lo + b.nbytes, b.id, b.devices[view.rank], view.shape,
-                             view.local.itemsize))
+        insort(self.windows, (lo, lo + b.nbytes, b.id, b.devices[view.rank], view.shape,
+                              view.local.itemsize))
+        self.starts = [w[0] for w in self.windows]
 
     # ------------------------------------------------------------ facts
     def thread(self, ctx):
@@ -227,9 +232,9 @@ class RaceLog(Sink):
         if not isinstance(region, np.ndarray) or region.size == 0:
             return
         addr = region.__array_interface__["data"][0]
-        for lo, hi, bid, owner, shape, item in self.windows:
-            if lo <= addr < hi:
-                break
+        i = bisect_right(self.starts, addr) - 1     # the copies never overlap
+        if i >= 0 and addr < self.windows[i][1]:
+            lo, hi, bid, owner, shape, item = self.windows[i]
         else:
             # a plain tensor is shared only by this rank's threads: outside
             # a task scope the dispatch's own thread is the only one, and

@@ -62,6 +62,8 @@ from __future__ import annotations
 import inspect
 from typing import NamedTuple
 
+import numpy as np
+
 from ...check.events import ATOMIC, READ, WRITE
 from ...errors import InternalError
 from ...ir.effects import Effect
@@ -135,6 +137,12 @@ def _accesses(plan, args) -> list:
     out = []
     for pos, region, using, atomic, peer, effect in plan:
         operand = args[pos]
+        if peer is None:
+            a = getattr(operand, "local", operand)
+            if isinstance(a, np.ndarray) and a.base is None:
+                # an array that owns its memory (a fresh tile, a result): no
+                # window, tensor argument or other thread can reach it
+                continue
         where = touched.whole(operand) if region is None else \
             region(*[args[i] for i in using])
         if where is None:
