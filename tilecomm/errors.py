@@ -388,7 +388,9 @@ CODES = {
     "TC603": "an explored schedule ran past its step limit (a loop polling window memory "
              "without a wait)",
     "TC604": "a program or argument explore cannot run (tasks on a rank's cores, ranks on "
-             "several machines, a bad schedule token or world size)",
+             "several machines, a bad world size)",
+    "TC605": "a schedule token that is malformed, or was recorded for another program, world "
+             "size or preemption bound",
     # protocol lint (TC7xx): warnings, errors under RunConfig(lint="error")
     "TC701": "Set and AtomicAdd notifies mixed on one signal cell",
     "TC702": "an Eq wait on a cell that several AtomicAdd notifies can carry past its value",
@@ -584,7 +586,9 @@ FIXES = {
     "TC603": "wait on a signal instead of polling window memory in a loop, or raise "
              "max_steps",
     "TC604": "explore programs without deferred waits or tasks that must run at once, on "
-             "one machine, with a world size and schedule token from a previous exploration",
+             "one machine, at a world size of 1 to 16",
+    "TC605": "replay a token exactly as a failure printed it, on the program and world size "
+             "that explored it (an edit to the program makes its tokens stale: explore again)",
     "TC701": "use one notify op per signal cell: Set for flags, AtomicAdd for counters",
     "TC702": "wait with Ge for the total of the adds, not Eq",
     "TC703": "make the threshold one the notifies can reach (count the notifiers and their "

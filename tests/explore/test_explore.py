@@ -46,7 +46,8 @@ def test_the_bug_is_found_and_its_schedule_replays(name):
     assert len(steps) == len(f.steps) > 0
     assert {int(r) for r, _, _ in steps} <= set(range(n))
     assert all(path.endswith("programs_explore.py") for _, path, _ in steps)
-    assert decode(f.schedule) == (n, tuple(s.actor for s in f.steps))
+    token = decode(f.schedule)
+    assert (token.world, token.choices) == (n, tuple(s.actor for s in f.steps))
     if kind == "race":      # the racing read is a step of its own, where the program made it
         assert any(": pl.load wbuf[0:1, 0:8] on rank 1  at" in s.text for s in f.steps), f.report
     # the same failure every time
@@ -76,16 +77,35 @@ def test_the_correct_twin_is_verified(name):
 def test_at_three_ranks_the_twin_is_verified_up_to_a_bound(name):
     _, twin, reference, _, _ = PROTOCOLS[name]
     xs, ys = inputs(3)
-    res = explore(twin(), xs, ys, world_size=3, check=checker(reference, xs), time_budget_s=5)
+    res = explore(twin(), xs, ys, world_size=3, check=checker(reference, xs), time_budget_s=60,
+                  preemption_bound=1)
     assert res.failure is None, res.failure.report
-    assert res.verified and res.bound >= 0, res
+    assert res.verified and res.bound == 1 and res.requested_bound == 1, res
+    assert "preemption bound" in res.coverage
+
+
+def token_of(program, n, choices=(), bound=None):
+    """A token for ``choices`` on ``program`` at ``n`` ranks, as explore writes them."""
+    runs = _Runs(program, inputs(n), n, None, 100)
+    return encode(n, choices, runs.program, bound)
 
 
 def test_a_schedule_run_passes_and_leaves_the_results():
     _, twin, reference, _, _ = PROTOCOLS["set_overwrite"]
     xs, ys = inputs(2)
-    replay(twin(), xs, ys, schedule=encode(2, ()))
+    replay(twin(), xs, ys, schedule=token_of(twin(), 2))
     np.testing.assert_array_equal(ys, reference(xs))
+
+
+def test_a_token_of_another_world_size_or_program_is_refused():
+    bug, twin, _, _, _ = PROTOCOLS["set_overwrite"]
+    two = token_of(twin(), 2)
+    with pytest.raises(ConfigError, match="recorded on 2 ranks") as e:
+        replay(twin(), *inputs(3), schedule=two, world_size=3)
+    assert e.value.code == "TC605"
+    with pytest.raises(ConfigError, match="recorded for another program") as e:
+        replay(bug(), *inputs(2), schedule=two)
+    assert e.value.code == "TC605"
 
 
 def test_the_search_widens_its_bound_until_nothing_is_pruned():
@@ -111,13 +131,37 @@ def test_a_time_budget_that_ends_first_verifies_nothing():
     _, twin, _, _, _ = PROTOCOLS["round_reset"]
     res = explore(twin(), *inputs(2), world_size=2, time_budget_s=0)
     assert not res.verified and res.failure is None and res.schedules == 0
+    assert not res.complete and res.bound is None and "incomplete" in res.coverage
 
 
-@pytest.mark.parametrize("token", ["", "tcs1-2", "tcs0-2-0x1", "tcs1-2-0y1", "x"])
+def test_a_search_complete_only_to_a_bound_is_not_verified_without_one():
+    """The counter twin at 3 ranks needs preemptions: bound 0 prunes, so a
+    search cut there by its budget verifies nothing; asked for bound 0, it
+    does."""
+    _, twin, reference, _, _ = PROTOCOLS["eq_counter"]
+    xs, ys = inputs(3)
+    at0 = explore(twin(), xs, ys, world_size=3, check=checker(reference, xs),
+                  preemption_bound=0)
+    assert at0.verified and at0.bound == 0 and not at0.complete, at0
+    assert "orders with more preemptions" not in at0.coverage
+
+
+@pytest.mark.parametrize("token", ["", "tcs1-2-0x1", "tcs2-2", "tcs2-2-abcdef012345-u-0y1",
+                                   "tcs2-2-abcdef012345-u-0x-1", "tcs2-2-abcdef012345-u-1x0",
+                                   "tcs2-2-abcdef012345-u-", "tcs2-2-abcdef012345-u-2x1",
+                                   "tcs2-0-abcdef012345-u-d", "tcs2-2-ABCDEF012345-u-d", "x"])
 def test_a_bad_schedule_token_is_a_config_error(token):
     _, twin, _, _, _ = PROTOCOLS["round_reset"]
     with pytest.raises(ConfigError, match="schedule token") as e:
         replay(twin(), *inputs(2), schedule=token)
+    assert e.value.code == "TC605"
+
+
+@pytest.mark.parametrize("bound", [-1, True, 1.5])
+def test_a_bad_preemption_bound_is_a_config_error(bound):
+    _, twin, _, _, _ = PROTOCOLS["round_reset"]
+    with pytest.raises(ConfigError, match="preemption_bound") as e:
+        explore(twin(), *inputs(2), preemption_bound=bound)
     assert e.value.code == "TC604"
 
 
@@ -133,10 +177,11 @@ def test_a_bad_world_size_is_a_config_error(n):
 def test_a_collective_runs_explored_and_its_barrier_steps_are_scheduled(mode):
     xs, ys = inputs(2)
     res = explore(collective_main(mode, 2), xs, ys, world_size=2,
-                  check=checker(collective_reference, xs), time_budget_s=2)
+                  check=checker(collective_reference, xs), time_budget_s=60,
+                  preemption_bound=1)
     assert res.failure is None, res.failure.report
     # the barriers' signals are steps: more than one order of them ran
-    assert res.verified and res.schedules > 1
+    assert res.verified and res.bound == 1 and res.schedules > 1
 
 
 def test_tasks_of_a_rank_run_in_one_order_the_schedule_replays():

@@ -72,7 +72,50 @@ def test_a_deadlock_is_printed_with_its_schedule_and_the_replay_repeats_it(tmp_p
 def test_a_correct_protocol_is_verified(tmp_path):
     res = run(f"{program(tmp_path, 'Ge')}::main", "--ranks", "3", "--scalar", "tag=1")
     assert res.exit_code == 0, res.output
-    assert re.match(r"no failure: \d+ schedule\(s\) on 3 ranks", res.output)
+    assert re.match(r"no failure, verified: 3 ranks, .*; complete: every order of dependent "
+                    r"operations \(\d+ schedule\(s\)", res.output), res.output
+
+
+def test_a_search_the_budget_ends_first_verifies_nothing_and_says_so(tmp_path):
+    res = run(f"{program(tmp_path, 'Ge')}::main", "--ranks", "3", "--scalar", "tag=1",
+              "--time-budget", "0")
+    assert res.exit_code == 3, res.output
+    assert "no failure, not verified" in res.output and "incomplete" in res.output
+    assert "0 schedule(s)" in res.output
+
+
+def test_a_bounded_search_is_verified_at_its_bound(tmp_path):
+    res = run(f"{program(tmp_path, 'Ge')}::main", "--ranks", "3", "--scalar", "tag=1",
+              "--bound", "0")
+    assert res.exit_code == 0, res.output
+    assert "verified" in res.output and "preemption bound 0" in res.output, res.output
+
+
+@pytest.mark.parametrize("token", ["tcs2-3-{pid}-u-0x-1", "tcs2-3-{pid}-u-1x0", "tcs2-3-{pid}-u-",
+                                   "tcs2-3-{pid}-u-3x1", "tcs2-2-{pid}-u-0x1",
+                                   "tcs2-3-000000000000-u-0x1", "x"])
+def test_a_malformed_or_foreign_token_is_a_usage_error(tmp_path, token):
+    path = program(tmp_path, "Ge")
+    first = run(f"{path}::main", "--ranks", "3", "--scalar", "tag=1", "--bound", "0",
+                "--replay", "tcs2-3-000000000000-u-d")
+    pid = re.search(r"this one's is ([0-9a-f]{12})", first.output).group(1)
+    res = run(f"{path}::main", "--ranks", "3", "--scalar", "tag=1",
+              "--replay", token.format(pid=pid))
+    assert res.exit_code == 2 and "ConfigError" in res.output and "[TC605]" in res.output, \
+        res.output
+    good = run(f"{path}::main", "--ranks", "3", "--scalar", "tag=1", "--replay",
+               f"tcs2-3-{pid}-u-0x1.1x2")
+    assert good.exit_code == 0 and "no failure" in good.output, good.output
+
+
+def test_ctrl_c_is_exit_status_130(tmp_path, monkeypatch):
+    import tilecomm.cli.explore as cli_explore
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli_explore, "explore", interrupted)
+    res = run(f"{program(tmp_path, 'Ge')}::main", "--ranks", "2", "--scalar", "tag=1")
+    assert res.exit_code == 130, res.output
 
 
 @pytest.mark.parametrize("args, message", [
@@ -91,6 +134,6 @@ def test_a_program_explore_refuses_is_an_error_message_not_a_traceback():
     """examples/dependency_inference.py needs two tasks of a rank at once."""
     example = pathlib.Path(__file__).parents[2] / "examples" / "dependency_inference.py"
     res = CliRunner().invoke(main, ["explore", f"{example}::main", "--ranks", "2"])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == 2, res.output
     assert "error[TC604]" in res.output and "task 'produce' holds the core" in res.output
     assert "Traceback" not in res.output

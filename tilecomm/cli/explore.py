@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from ..errors import ConfigError
 from ..testing.exploration import explore, replay
 from .arguments import dim_values, host_args, host_entry, program_options, scalar_values
 from .programs import default_ranks
@@ -21,21 +22,28 @@ def _progress(show: bool):
     return report
 
 
+# exit statuses (the docstring's table)
+VERIFIED, FAILURE, USAGE, INCONCLUSIVE, INTERRUPTED = 0, 1, 2, 3, 130
+
+
 @click.command()
 @click.argument("target", metavar="FILE.py::NAME")
 @program_options(max_ranks=16)
 @click.option("--time-budget", type=click.FloatRange(0), default=60.0, show_default=True,
               help="Seconds the search may take ($TILECOMM_EXPLORE_BUDGET scales it).")
+@click.option("--bound", type=click.IntRange(0), default=None,
+              help="Verify every schedule with at most this many preemptions (default: every "
+                   "schedule).")
 @click.option("--replay", "token", metavar="SCHEDULE",
               help="Run this one schedule (a token a failure printed) instead of searching.")
-def explore_cmd(target, ranks, dims, scalars, time_budget, token):
+def explore_cmd(target, ranks, dims, scalars, time_budget, bound, token):
     """Explore the schedules of the HOST program NAME of FILE.py: its ranks take
     turns at every notify, check of a wait, window access and dispatch end,
     in every order of dependent operations (partial-order reduction, with a
     preemption bound that widens while the time budget lasts), with the race
     check on.  The first deadlock, data race or rank error is printed with
     the schedule that leads to it, one line per step, and a token that
-    --replay runs again.
+    --replay runs again.  The last line says what the search covered.
 
     \b
     Arguments come from the annotations: inputs of small integers from a
@@ -44,21 +52,30 @@ def explore_cmd(target, ranks, dims, scalars, time_budget, token):
     imported under a module name of its own, so its
     `if __name__ == "__main__":` block does not run.
 
-    Exit status: 0 no failure, 1 a failure (or the replayed schedule failed).
+    \b
+    Exit status:
+      0    verified: a complete search (at --bound, if given) found no
+           failure; or the replayed schedule ran without one
+      1    a failure was found (or the replayed schedule failed)
+      2    usage: bad arguments, a malformed token or one recorded for
+           another program or world size, a program explore cannot run
+      3    nothing verified: the time budget ended first
+      130  interrupted (Ctrl-C)
     """
     path, entry = host_entry(target)
     world = ranks or default_ranks(path)
     args = host_args(entry, world, dim_values(dims), scalar_values(scalars))
-    if token:
-        try:
-            replay(entry, *args, schedule=token, world_size=world)
-        except Exception as e:           # the schedule's failure is the answer
-            click.echo(f"{type(e).__name__}: {e}")
-            sys.exit(1)
-        click.echo(f"schedule {token}: no failure")
-        return
-    res = explore(entry, *args, world_size=world, time_budget_s=time_budget,
-                  progress=_progress(sys.stderr.isatty()))
+    try:
+        if token:
+            _replay(entry, args, token, world)
+        res = explore(entry, *args, world_size=world, time_budget_s=time_budget,
+                      progress=_progress(sys.stderr.isatty()), preemption_bound=bound)
+    except ConfigError as e:            # what explore refuses is a usage error
+        click.echo(f"{type(e).__name__}: {e}")
+        sys.exit(USAGE)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(INTERRUPTED)
     if sys.stderr.isatty():
         click.echo("", err=True)
     if res.failure is not None:
@@ -67,12 +84,19 @@ def explore_cmd(target, ranks, dims, scalars, time_budget, token):
         click.echo(res.failure.report)
         click.echo(f"\nreplay: tilecomm explore {target} --ranks {world} --replay "
                    f"{res.failure.schedule}")
-        sys.exit(1)
-    if res.verified:
-        scope = ("every order of dependent operations" if res.complete else
-                 f"the partial-order search at preemption bound {res.bound}")
-        click.echo(f"no failure: {res.schedules} schedule(s) on {world} ranks in "
-                   f"{res.seconds:.2f} s covered {scope}")
-    else:
-        click.echo(f"no failure in {res.schedules} schedule(s) on {world} ranks; the time "
-                   f"budget ended before the search without preemptions finished")
+        sys.exit(FAILURE)
+    verdict = "verified" if res.verified else "not verified"
+    click.echo(f"no failure, {verdict}: {world} ranks, {res.seconds:.2f} s; {res.coverage}")
+    sys.exit(VERIFIED if res.verified else INCONCLUSIVE)
+
+
+def _replay(entry, args, token, world) -> None:
+    try:
+        replay(entry, *args, schedule=token, world_size=world)
+    except ConfigError:
+        raise
+    except Exception as e:               # the schedule's failure is the answer
+        click.echo(f"{type(e).__name__}: {e}")
+        sys.exit(FAILURE)
+    click.echo(f"schedule {token}: no failure")
+    sys.exit(VERIFIED)

@@ -21,9 +21,36 @@ check     ``check(args)`` raised ``AssertionError`` on the results
 ========  ==========================================================
 
 Each failure carries its schedule (a short token) and replays it exactly.
+
+What a verdict covers.  ``ExploreResult.complete``: the search ran every
+order of dependent operations there is -- at some preemption bound it
+pruned nothing (a choice beyond the bound) and the time budget did not cut
+it.  ``verified``: no failure, and a complete search at the bound asked for
+(``preemption_bound=``; by default none: every order) finished.  A search
+the budget ended, or one complete only up to a bound where orders with more
+preemptions exist, is not verified, and ``coverage`` says so in words.
+
+A schedule token (``tcs2-<world>-<program>-<bound>-<choices>``) records the
+world size, the program's identity (a hash of its lowered code) and the
+preemption bound of the search that found it; a replay refuses a token
+recorded for another world size or program, and a malformed one, with a
+``ConfigError`` (TC605).
+
+An explored run runs under the program's own ``RunConfig`` (its
+``spin_iters``, ``wait_timeout_s`` and the rest carry over) with these
+fields overridden, because the explored run needs them: ``transport="shm"``
+and ``platform="cpu"`` (the ranks take turns through the shared control
+block, one core each), ``cores=1`` (one thread of a rank moves at a time),
+``detect_races=True`` (every explored run checks races),
+``deadlock_timeout_s=0.05`` (a stuck explored run is known stuck: no rank
+can take a turn), and no run artefacts (each schedule would overwrite the
+last one's).
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import re
 import time
 from typing import NamedTuple
 
@@ -36,8 +63,9 @@ from ..runtime.config import DistributedConfig, RunConfig, from_env
 from ..runtime.controller.ranks import Ranks
 from ..runtime.controller.run import execute
 
-TOKEN = "tcs1"                  # schedule tokens of this format start with it
+TOKEN = "tcs2"                  # schedule tokens of this format start with it
 DEFAULT_STEPS = 5000            # steps one schedule may take
+_TOKEN = re.compile(rf"{TOKEN}-(\d{{1,2}})-([0-9a-f]{{12}})-(u|\d{{1,3}})-(d|\d+x\d+(?:\.\d+x\d+)*)")
 
 
 class _Plan:
@@ -74,11 +102,14 @@ class Failure:
 
 
 class ExploreResult(NamedTuple):
-    """What an exploration found.  ``verified``: no failure, and the search
-    at preemption bound ``bound`` finished (``complete``: it skipped no
-    schedule for the bound, so every order of dependent operations ran);
-    ``failure``: the first failure, or None; ``schedules``: complete
-    schedules run; ``world_size``: the ranks explored."""
+    """What an exploration found (see the module doc for what a verdict
+    covers).  ``verified``: no failure, and a complete search at the bound
+    asked for finished; ``failure``: the first failure, or None;
+    ``schedules``: complete schedules run; ``bound``: the highest preemption
+    bound whose search finished (None: none did); ``complete``: that search
+    pruned nothing -- every order of dependent operations ran;
+    ``requested_bound``: the bound asked for (None: every order);
+    ``world_size``: the ranks explored."""
 
     verified: bool
     failure: Failure | None
@@ -87,33 +118,70 @@ class ExploreResult(NamedTuple):
     complete: bool
     world_size: int
     seconds: float
+    requested_bound: int | None = None
+
+    @property
+    def coverage(self) -> str:
+        """What the search covered, in words."""
+        if self.failure is not None:
+            return f"stopped at the first failure, after {self.schedules} schedule(s)"
+        if self.complete:
+            return (f"complete: every order of dependent operations ({self.schedules} "
+                    f"schedule(s), preemption bound {self.bound} pruned nothing)")
+        if self.bound is None:
+            return (f"incomplete: the time budget ended before the search without preemptions "
+                    f"finished ({self.schedules} schedule(s))")
+        more = "" if self.verified else "; orders with more preemptions were not run"
+        return (f"complete up to preemption bound {self.bound} ({self.schedules} schedule(s))"
+                f"{more}")
 
 
-def encode(world: int, choices) -> str:
-    """A schedule as a token: ``tcs1-<world>-<rank>x<count>.<rank>x<count>...``."""
+class Schedule(NamedTuple):
+    """A decoded schedule token."""
+
+    world: int
+    program: str            # the program's identity (``program_id``)
+    bound: int | None       # the preemption bound of the search that found it
+    choices: tuple          # the rank chosen at each step of the prefix
+
+
+def program_id(exe) -> str:
+    """The identity of an executable: a hash of its lowered code (an edit to
+    the program, or another specialisation, changes it)."""
+    return hashlib.sha256(exe.image.source.encode()).hexdigest()[:12]
+
+
+def encode(world: int, choices, program: str = "0" * 12, bound: int | None = None) -> str:
+    """A schedule as a token: ``tcs2-<world>-<program>-<bound>-<r>x<n>.<r>x<n>...``
+    (``d``: the default choice throughout; bound ``u``: none)."""
     runs: list = []
     for c in choices:
         if runs and runs[-1][0] == c:
             runs[-1][1] += 1
         else:
             runs.append([c, 1])
-    return f"{TOKEN}-{world}-" + ".".join(f"{c}x{n}" for c, n in runs)
+    body = ".".join(f"{c}x{n}" for c, n in runs) or "d"
+    return f"{TOKEN}-{world}-{program}-{'u' if bound is None else bound}-{body}"
 
 
-def decode(token: str) -> tuple:
-    """(world size, choices) of a schedule token."""
-    try:
-        head, world, body = str(token).split("-", 2)
-        if head != TOKEN:
-            raise ValueError
-        choices = []
-        for part in body.split(".") if body else ():
-            c, n = part.split("x")
-            choices += [int(c)] * int(n)
-        return int(world), tuple(choices)
-    except ValueError:
-        raise ConfigError(f"not a schedule token: {token!r} (expected {TOKEN}-<world>-...)",
-                          code="TC604") from None
+def decode(token: str) -> Schedule:
+    """A schedule token's parts; a malformed token is a ``ConfigError``
+    (TC605): every count at least 1, every rank below the world size."""
+    m = _TOKEN.fullmatch(str(token))
+    world = int(m.group(1)) if m else 0
+    choices: list = []
+    if m and m.group(4) != "d":
+        for part in m.group(4).split("."):
+            c, n = (int(v) for v in part.split("x"))
+            if n < 1 or c >= world:
+                m = None
+                break
+            choices += [c] * n
+    if m is None or not 1 <= world <= 16:
+        raise ConfigError(f"not a schedule token: {token!r} (expected {TOKEN}-<world>-<program>-"
+                          f"<bound>-<rank>x<count>..., as a failure printed it)", code="TC605")
+    bound = None if m.group(3) == "u" else int(m.group(3))
+    return Schedule(world, m.group(2), bound, tuple(choices))
 
 
 def _refuse_if_cores_ran_out(e: DeadlockError) -> None:
@@ -133,6 +201,18 @@ def _refuse_if_cores_ran_out(e: DeadlockError) -> None:
                 code="TC604",
                 hint="explore the protocol written without concurrent tasks; ordinary runs "
                      "with RunConfig(detect_races=True) still check this program for races")
+
+
+def explored_config(base, world: int) -> RunConfig:
+    """The program's own config with what an explored run needs (the module
+    doc says why each field is overridden)."""
+    if not isinstance(base, RunConfig):
+        base = RunConfig()
+    return dataclasses.replace(
+        base, distributed_config=DistributedConfig(device_ids=list(range(world))),
+        transport="shm", platform="cpu", cores=1, detect_races=True, deadlock_timeout_s=0.05,
+        enable_chip_swimlane=0, enable_l2_swimlane=None, enable_dump_args=0,
+        enable_dep_gen=False, enable_scope_stats=False)
 
 
 def _fresh(args) -> list:
@@ -172,11 +252,8 @@ class _Runs:
                               f"{exe.world} ranks", code="TC604",
                               hint="leave world_size out, or pass the @pl.jit.host function")
         self.exe, self.world = exe, exe.world
-        # every explored run checks for races; a deadlock is a run's stuck
-        # state, so it needs no long grace period to be believed
-        self.config = RunConfig(distributed_config=DistributedConfig(
-            device_ids=list(range(exe.world))), transport="shm", detect_races=True,
-            deadlock_timeout_s=0.05, cores=1)
+        self.program = program_id(exe)
+        self.config = explored_config(getattr(exe, "config", None), exe.world)
         self.check = check
         self.max_steps = max_steps
         self.ranks = None
@@ -219,23 +296,35 @@ class _Runs:
     def close(self) -> None:
         self._restart()
 
-    def failure(self, steps, found, choices) -> Failure:
+    def failure(self, steps, found, choices, bound) -> Failure:
         kind, error = found
-        token = encode(self.world, choices)
+        token = encode(self.world, choices, self.program, bound)
 
         def rerun():
             _replay_on(self, token)
 
         return Failure(kind, error, steps, token, rerun)
 
+    def matching(self, token: str) -> Schedule:
+        """The token's schedule, if it was recorded for this program at this
+        world size (else a ``ConfigError``, TC605)."""
+        sched = decode(token)
+        if sched.world != self.world:
+            raise ConfigError(f"schedule {token} was recorded on {sched.world} ranks; the program "
+                              f"runs on {self.world}", code="TC605",
+                              hint=f"replay it with world_size={sched.world} (--ranks "
+                                   f"{sched.world})")
+        if sched.program != self.program:
+            raise ConfigError(f"schedule {token} was recorded for another program (its lowered "
+                              f"code was {sched.program}, this one's is {self.program}): its "
+                              f"steps need not be this program's", code="TC605",
+                              hint="explore the program again for a token of its own")
+        return sched
 
-def _replay_on(runs: _Runs, token: str) -> None:
-    world, choices = decode(token)
-    if world != runs.world:
-        raise ConfigError(f"schedule {token} is for {world} ranks; the program runs on "
-                          f"{runs.world}", code="TC604")
+
+def _replay_on(runs: _Runs, token: str, args=None) -> None:
     try:
-        _, found = runs.run(choices)
+        _, found = runs.run(runs.matching(token).choices, args)
     finally:
         runs.close()
     if found is not None:
@@ -244,7 +333,7 @@ def _replay_on(runs: _Runs, token: str) -> None:
 
 def explore(program, *args, world_size: int | None = None, check=None,
             time_budget_s: float = 60.0, max_steps: int = DEFAULT_STEPS,
-            progress=None) -> ExploreResult:
+            progress=None, preemption_bound: int | None = None) -> ExploreResult:
     """Explore the schedules of ``program(*args)`` on ``world_size`` ranks
     (see the module doc).  ``program``: a ``@pl.jit.host`` function (then
     ``world_size`` defaults to 2) or a compiled program (its own world);
@@ -253,34 +342,44 @@ def explore(program, *args, world_size: int | None = None, check=None,
     ``time_budget_s`` is scaled by ``$TILECOMM_EXPLORE_BUDGET`` (the pytest
     option ``--tilecomm-explore`` sets it).  ``max_steps``: the most steps one
     schedule may take (more is an error: a loop that polls window memory).
-    ``progress(schedules, bound)``: called after every schedule."""
+    ``preemption_bound``: verify every schedule with at most that many
+    preemptions (None: every schedule; the search widens its bound from 0
+    until nothing is pruned).  ``progress(schedules, bound)``: called after
+    every schedule."""
+    if preemption_bound is not None and (isinstance(preemption_bound, bool) or
+                                         not isinstance(preemption_bound, int) or
+                                         preemption_bound < 0):
+        raise ConfigError(f"explore(preemption_bound=) must be None or an int >= 0, got "
+                          f"{preemption_bound!r}", code="TC604")
     budget = float(time_budget_s) * float(from_env().get("explore_budget", 1.0))
     start = time.monotonic()
     runs = _Runs(program, args, world_size, check, max_steps)
-    schedules, bound, done_bound, complete = 0, 0, None, False
+
+    def result(verified, failure, schedules, bound, complete):
+        return ExploreResult(verified, failure, schedules, bound, complete, runs.world,
+                             time.monotonic() - start, preemption_bound)
+
+    schedules, bound, done_bound = 0, 0, None
     try:
         while True:
             search = Search(bound)
             prefix = search.next_prefix()
             while prefix is not None:
                 if time.monotonic() - start > budget:
-                    return ExploreResult(done_bound is not None, None, schedules, done_bound,
-                                         complete, runs.world, time.monotonic() - start)
+                    return result(False, None, schedules, done_bound, False)
                 steps, found = runs.run(prefix)
                 schedules += 1
                 if progress is not None:
                     progress(schedules, bound)
                 if found is not None:
                     choices = tuple(s.actor for s in steps)
-                    return ExploreResult(False, runs.failure(steps, found, choices), schedules,
-                                         done_bound, False, runs.world,
-                                         time.monotonic() - start)
+                    return result(False, runs.failure(steps, found, choices, bound), schedules,
+                                  done_bound, False)
                 search.record(steps)
                 prefix = search.next_prefix()
             done_bound, complete = bound, search.pruned == 0
-            if complete:
-                return ExploreResult(True, None, schedules, bound, True, runs.world,
-                                     time.monotonic() - start)
+            if complete or bound == preemption_bound:
+                return result(True, None, schedules, bound, complete)
             bound += 1
     finally:
         runs.close()
@@ -289,15 +388,12 @@ def explore(program, *args, world_size: int | None = None, check=None,
 def replay(program, *args, schedule: str, world_size: int | None = None) -> None:
     """Run ``program(*args)`` under ``schedule`` (a token from
     ``Failure.schedule``): raises what that schedule raised; returns if it
-    passes now (the arguments hold the results)."""
-    world, choices = decode(schedule)
-    runs = _Runs(program, args, world_size or world, None, DEFAULT_STEPS)
-    try:
-        _, found = runs.run(choices, runs.args)
-    finally:
-        runs.close()
-    if found is not None:
-        raise found[1]
+    passes now (the arguments hold the results).  A token recorded for
+    another program or world size is refused (``ConfigError``, TC605)."""
+    sched = decode(schedule)
+    runs = _Runs(program, args, world_size or sched.world, None, DEFAULT_STEPS)
+    _replay_on(runs, schedule, runs.args)
 
 
-__all__ = ["ExploreResult", "Failure", "decode", "encode", "explore", "replay"]
+__all__ = ["ExploreResult", "Failure", "Schedule", "decode", "encode", "explore",
+           "explored_config", "program_id", "replay"]
