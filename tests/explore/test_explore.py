@@ -283,3 +283,16 @@ def test_two_tasks_of_a_rank_needed_at_once_are_refused_not_called_a_deadlock():
     assert e.code == "TC604"
     assert "task 'produce' holds the core" in e.message and "task 'release'" in e.message
     assert "programs_explore.py" in e.message
+
+
+def test_an_explored_run_keeps_the_programs_own_config_but_what_turns_need():
+    _, twin, _, _, _ = PROTOCOLS["round_reset"]
+    own = RunConfig(distributed_config=DistributedConfig(device_ids=[0, 1]), spin_iters=7,
+                    wait_timeout_s=3.5, platform="a2a3", enable_chip_swimlane=2,
+                    transport="copy")
+    compiled = twin().compile(*inputs(2), config=own)
+    cfg = _Runs(compiled, inputs(2), None, None, 100).config
+    assert (cfg.spin_iters, cfg.wait_timeout_s) == (7, 3.5)          # carried over
+    assert (cfg.transport, cfg.platform, cfg.cores, cfg.detect_races) == ("shm", "cpu", 1, True)
+    assert cfg.deadlock_timeout_s == 0.05 and not cfg.dfx_enabled
+    assert explore(compiled, *inputs(2), preemption_bound=0).verified
