@@ -259,6 +259,41 @@ def deferred(x: X, y: Y, win: WIN, sig: SIG):
     return y
 
 
+# ---------------------------------------------------------------- a rank's task order
+# Two tasks of a manual scope hand a row over through a plain intermediate
+# tensor: "produce" copies x into it, "consume" copies it into y.  Without
+# deps= the chip may run consume first (its cores take ready tasks in any
+# order) and y gets the tensor's zeros; the twin has consume depend on
+# produce.  Nothing here is window memory: only the order of the rank's
+# tasks decides.
+@pl.jit
+def handover_missing_dep(x: X, y: Y, win: WIN, sig: SIG):
+    tmp = pl.create_tensor([1, S], dtype=pl.FP32)
+    with pl.manual_scope():
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="produce"):
+            tmp = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], tmp)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume"):
+            y = pl.store(pl.load(tmp, [0, 0], [1, S]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def handover_with_dep(x: X, y: Y, win: WIN, sig: SIG):
+    tmp = pl.create_tensor([1, S], dtype=pl.FP32)
+    with pl.manual_scope():
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="produce") as produced:
+            tmp = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], tmp)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume", deps=[produced]):
+            y = pl.store(pl.load(tmp, [0, 0], [1, S]), [0, 0], y)
+    return y
+
+
+def handover_reference(xs):
+    ys = np.zeros_like(xs)
+    ys[:, 0] = xs[:, 0]
+    return ys
+
+
 def host_of(chip):
     @pl.jit.host
     def main(xs: pl.Tensor[[NR, R, S], pl.FP32], ys: pl.Out[pl.Tensor[[NR, R, S], pl.FP32]]):

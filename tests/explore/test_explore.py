@@ -10,7 +10,7 @@ import pytest
 
 from tilecomm.errors import ConfigError, DataRaceError, DeadlockError, RankFailure
 from tilecomm.testing import explore, replay
-from tilecomm.check.schedules import ADD, WRITE, Search
+from tilecomm.check.schedules import ADD, WRITE, Prefix, Search
 from tilecomm.runtime import DistributedConfig, RunConfig
 from tilecomm.testing.exploration import _Runs, decode, encode
 
@@ -184,7 +184,7 @@ def test_a_collective_runs_explored_and_its_barrier_steps_are_scheduled(mode):
     assert res.verified and res.bound == 1 and res.schedules > 1
 
 
-def test_tasks_of_a_rank_run_in_one_order_the_schedule_replays():
+def test_a_search_over_tasks_is_the_same_every_time():
     xs, ys = inputs(3)
     runs = [explore(host_of(send_then_receive), xs, ys, world_size=3,
                     check=checker(ring_reference, xs), time_budget_s=30) for _ in range(2)]
@@ -230,7 +230,7 @@ def test_a_notify_step_carries_its_own_effect(name, n, effect):
     two; a set does not.  The step of a kernel's notify says which it was."""
     runs = _Runs(PROTOCOLS[name][0](), inputs(n), n, None, 500)
     try:
-        steps, _ = runs.run(())
+        steps, _ = runs.run(Prefix(()))
     finally:
         runs.close()
     notifies = [s for s in steps if ": notify " in s.text]
@@ -248,7 +248,7 @@ def test_the_search_reaches_every_outcome_that_some_schedule_reaches(name, twin,
         every, todo, schedules = set(), [()], 0
         while todo:
             prefix = todo.pop()
-            steps, found = runs.run(prefix)
+            steps, found = runs.run(Prefix(prefix))
             schedules += 1
             every.add(_outcome(steps, found))
             # each choice this run did not make past its prefix: a schedule of its own
@@ -296,3 +296,38 @@ def test_an_explored_run_keeps_the_programs_own_config_but_what_turns_need():
     assert (cfg.transport, cfg.platform, cfg.cores, cfg.detect_races) == ("shm", "cpu", 1, True)
     assert cfg.deadlock_timeout_s == 0.05 and not cfg.dfx_enabled
     assert explore(compiled, *inputs(2), preemption_bound=0).verified
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_missing_task_dependency_is_found_and_its_order_replays(n):
+    """Which ready task a rank's core takes next is the search's choice: the
+    hand-over through a plain tensor without deps= fails in the order that
+    runs 'consume' first, and that order replays from its token."""
+    from programs_explore import handover_missing_dep, handover_reference
+    xs, ys = inputs(n)
+    res = explore(host_of(handover_missing_dep), xs, ys, world_size=n,
+                  check=checker(handover_reference, xs), time_budget_s=60)
+    assert not res.verified and res.failure is not None, res
+    f = res.failure
+    assert f.kind == "check", f.report
+    assert "runs task 'consume' of the ready 'produce', 'consume'" in f.report, f.report
+    assert decode(f.schedule).picks, f.schedule          # the order is in the token
+    with pytest.raises(AssertionError):
+        f.replay()
+
+    def check(args):
+        np.testing.assert_array_equal(args[1], handover_reference(xs))
+    with pytest.raises(AssertionError):
+        got = inputs(n)
+        replay(host_of(handover_missing_dep), *got, schedule=f.schedule)
+        check(got)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_task_dependency_makes_every_order_right(n):
+    from programs_explore import handover_reference, handover_with_dep
+    xs, ys = inputs(n)
+    res = explore(host_of(handover_with_dep), xs, ys, world_size=n,
+                  check=checker(handover_reference, xs), time_budget_s=60)
+    assert res.failure is None, res.failure.report
+    assert res.verified and res.complete, res

@@ -127,7 +127,7 @@ def searched_outcomes(program, bound):
     search, out = Search(bound), set()
     prefix = search.next_prefix()
     while prefix is not None:
-        steps, outcome = run_model(program, by_schedule(prefix))
+        steps, outcome = run_model(program, by_schedule(prefix.choices))
         out.add(outcome)
         search.record(steps)
         prefix = search.next_prefix()

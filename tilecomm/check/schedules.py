@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-# what a step does to what it touches
-READ, WRITE, ADD = "read", "write", "add"
+# what a step does to what it touches; PICK: the rank's core takes one of
+# several ready tasks (or spmd blocks) next
+READ, WRITE, ADD, PICK = "read", "write", "add", "pick"
 
 
 class Step(NamedTuple):
@@ -44,10 +45,22 @@ class Step(NamedTuple):
     index: int          # its place in the run
     actor: int          # the rank that moved
     enabled: tuple      # the ranks that could have moved (sorted)
-    effect: str         # READ / WRITE / ADD
+    effect: str         # READ / WRITE / ADD / PICK
     target: tuple       # ("cell", window, byte offset) / ("data", window) / ("done", rank)
+                        # / ("tasks", rank)
     runs: tuple         # ((start, end), ...) bytes of a "data" target; () otherwise
     text: str           # what happened, as a line of a report
+    options: tuple = ()  # a PICK: the ready (task id, block) it chose among
+    picked: int = 0      # ... and the one it took (an index into options)
+
+
+class Prefix(NamedTuple):
+    """What a run is told to do: the rank chosen at each of its first steps,
+    and at PICK steps the ready task taken, where not the first one
+    (``picks``: (step index, option index) pairs)."""
+
+    choices: tuple
+    picks: tuple = ()
 
 
 def dependent(a: Step, b: Step) -> bool:
@@ -116,31 +129,40 @@ class _Node:
     """One decision along the current path: who could move, who did, which
     choices are asked for (``wanted``) and which were run (``tried``); the
     ranks asleep on entry (``sleep``: rank -> the step it would make) and the
-    step each choice run here made (``done``)."""
+    step each choice run here made (``done``).  At a PICK step also the ready
+    tasks the rank could take (``options``), the one it took (``picked``) and
+    which of them are still to be run."""
 
-    __slots__ = ("enabled", "chosen", "wanted", "tried", "sleep", "done")
+    __slots__ = ("enabled", "chosen", "wanted", "tried", "sleep", "done", "options", "picked",
+                 "picks_left")
 
-    def __init__(self, enabled: tuple, chosen: int, sleep: dict):
+    def __init__(self, enabled: tuple, chosen: int, sleep: dict, options=(), picked=0):
         self.enabled, self.chosen = enabled, chosen
         self.wanted = {chosen}
         self.tried = {chosen}
         self.sleep = sleep
         self.done: dict = {}
+        self.options, self.picked = options, picked
+        # every order of a rank's ready tasks is run: which task a core takes
+        # next is the chip's choice, and what the tasks share need not be
+        # visible to the search (a plain intermediate tensor)
+        self.picks_left = set(range(len(options))) - {picked}
 
 
 class Search:
     """The schedules of one program at one preemption bound, one run at a
-    time: ``next_prefix()`` is the prefix to run next (None: the search is
-    over), ``record(steps)`` what that run did."""
+    time: ``next_prefix()`` is the ``Prefix`` to run next (None: the search
+    is over), ``record(steps)`` what that run did."""
 
     def __init__(self, bound: int):
         self.bound = bound
         self.path: list = []            # _Node per step of the last run
-        self.prefix: tuple | None = ()  # the first run follows the default choice throughout
+        # the first run follows the default choice throughout
+        self.prefix: Prefix | None = Prefix(())
         self.pruned = 0
         self.runs = 0
 
-    def next_prefix(self) -> tuple | None:
+    def next_prefix(self) -> Prefix | None:
         return self.prefix
 
     def record(self, steps: list) -> None:
@@ -154,15 +176,18 @@ class Search:
         an order of independent steps already run.  The part of a run past
         the first step of a sleeping rank adds nothing."""
         self.runs += 1
-        n = len(self.prefix)
+        n = len(self.prefix.choices)
         start = max(n - 1, 0)
         del self.path[start + 1 if n else 0:]
         end, sleep = len(steps), {}
         for d in range(start, len(steps)):
             s = steps[d]
             if d == len(self.path):
-                self.path.append(_Node(s.enabled, s.actor, sleep))
+                self.path.append(_Node(s.enabled, s.actor, sleep, s.options, s.picked))
             node = self.path[d]
+            if s.options and not node.options:        # a rank chosen anew here picks
+                node.options, node.picked = s.options, s.picked
+                node.picks_left = set(range(len(s.options))) - {s.picked}
             if d >= n and s.actor in node.sleep:      # an order already covered
                 del self.path[d:]
                 end = d
@@ -176,9 +201,17 @@ class Search:
             node.wanted |= {who} if who in node.enabled else set(node.enabled)
         self.prefix = self._next()
 
-    def _next(self) -> tuple | None:
+    def _picks(self, upto: int) -> tuple:
+        return tuple((k, x.picked) for k, x in enumerate(self.path[:upto]) if x.picked)
+
+    def _next(self) -> Prefix | None:
         for k in range(len(self.path) - 1, -1, -1):
             node = self.path[k]
+            if node.picks_left:         # another ready task first: the same rank moves
+                node.picked = min(node.picks_left)
+                node.picks_left.discard(node.picked)
+                del self.path[k + 1:]
+                return Prefix(tuple(x.chosen for x in self.path[:k + 1]), self._picks(k + 1))
             for p in sorted(node.wanted - node.tried):
                 node.tried.add(p)
                 if p in node.sleep:
@@ -189,9 +222,11 @@ class Search:
                     self.pruned += 1
                     continue
                 node.chosen = p
+                node.options, node.picked, node.picks_left = (), 0, set()
                 del self.path[k + 1:]
-                return tuple(choices)
+                return Prefix(tuple(choices), self._picks(k))
         return None
 
 
-__all__ = ["ADD", "READ", "WRITE", "Search", "Step", "dependent", "preemptions", "races"]
+__all__ = ["ADD", "PICK", "Prefix", "READ", "WRITE", "Search", "Step", "dependent", "preemptions",
+           "races"]

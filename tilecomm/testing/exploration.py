@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..check.schedules import Search
+from ..check.schedules import Prefix, Search
 from ..errors import (ConfigError, DataRaceError, DeadlockError, RankFailure, TilecommError)
 from ..ir.functions import KernelFunction
 from ..runtime.config import DistributedConfig, RunConfig, from_env
@@ -65,15 +65,17 @@ from ..runtime.controller.run import execute
 
 TOKEN = "tcs2"                  # schedule tokens of this format start with it
 DEFAULT_STEPS = 5000            # steps one schedule may take
-_TOKEN = re.compile(rf"{TOKEN}-(\d{{1,2}})-([0-9a-f]{{12}})-(u|\d{{1,3}})-(d|\d+x\d+(?:\.\d+x\d+)*)")
+_TOKEN = re.compile(
+    rf"{TOKEN}-(\d{{1,2}})-([0-9a-f]{{12}})-(u|\d{{1,3}})-(d|\d+[xp]\d+(?:\.\d+[xp]\d+)*)")
 
 
 class _Plan:
-    """What an explored run is told (``schedule``, ``limit``) and gives back
-    (``steps``)."""
+    """What an explored run is told (``schedule``: the ranks chosen at its
+    first steps; ``picks``: (step index, ready task) at its PICK steps;
+    ``limit``) and gives back (``steps``)."""
 
-    def __init__(self, schedule: tuple, limit: int):
-        self.schedule, self.limit = schedule, limit
+    def __init__(self, schedule: tuple, limit: int, picks: tuple = ()):
+        self.schedule, self.limit, self.picks = schedule, limit, picks
         self.steps: list = []
 
 
@@ -143,6 +145,11 @@ class Schedule(NamedTuple):
     program: str            # the program's identity (``program_id``)
     bound: int | None       # the preemption bound of the search that found it
     choices: tuple          # the rank chosen at each step of the prefix
+    picks: tuple = ()       # (step index, ready task taken) where not the first
+
+    @property
+    def prefix(self) -> Prefix:
+        return Prefix(self.choices, self.picks)
 
 
 def program_id(exe) -> str:
@@ -151,16 +158,23 @@ def program_id(exe) -> str:
     return hashlib.sha256(exe.image.source.encode()).hexdigest()[:12]
 
 
-def encode(world: int, choices, program: str = "0" * 12, bound: int | None = None) -> str:
-    """A schedule as a token: ``tcs2-<world>-<program>-<bound>-<r>x<n>.<r>x<n>...``
-    (``d``: the default choice throughout; bound ``u``: none)."""
-    runs: list = []
-    for c in choices:
-        if runs and runs[-1][0] == c:
-            runs[-1][1] += 1
+def encode(world: int, choices, program: str = "0" * 12, bound: int | None = None,
+           picks=()) -> str:
+    """A schedule as a token: ``tcs2-<world>-<program>-<bound>-<body>``, the
+    body ``<r>x<n>`` for n steps of rank r, ``<r>p<k>`` for one step of rank
+    r that takes its k-th ready task (counting from 0; 0 is the default),
+    joined by dots (``d``: the default choice throughout; bound ``u``:
+    none)."""
+    picks = dict(picks)
+    parts: list = []
+    for i, c in enumerate(choices):
+        if picks.get(i):
+            parts.append([c, "p", picks[i]])
+        elif parts and parts[-1][0] == c and parts[-1][1] == "x":
+            parts[-1][2] += 1
         else:
-            runs.append([c, 1])
-    body = ".".join(f"{c}x{n}" for c, n in runs) or "d"
+            parts.append([c, "x", 1])
+    body = ".".join(f"{c}{k}{n}" for c, k, n in parts) or "d"
     return f"{TOKEN}-{world}-{program}-{'u' if bound is None else bound}-{body}"
 
 
@@ -170,18 +184,24 @@ def decode(token: str) -> Schedule:
     m = _TOKEN.fullmatch(str(token))
     world = int(m.group(1)) if m else 0
     choices: list = []
+    picks: list = []
     if m and m.group(4) != "d":
         for part in m.group(4).split("."):
-            c, n = (int(v) for v in part.split("x"))
+            kind = "p" if "p" in part else "x"
+            c, n = (int(v) for v in part.split(kind))
             if n < 1 or c >= world:
                 m = None
                 break
-            choices += [c] * n
+            if kind == "p":
+                picks.append((len(choices), n))
+                choices.append(c)
+            else:
+                choices += [c] * n
     if m is None or not 1 <= world <= 16:
         raise ConfigError(f"not a schedule token: {token!r} (expected {TOKEN}-<world>-<program>-"
                           f"<bound>-<rank>x<count>..., as a failure printed it)", code="TC605")
     bound = None if m.group(3) == "u" else int(m.group(3))
-    return Schedule(world, m.group(2), bound, tuple(choices))
+    return Schedule(world, m.group(2), bound, tuple(choices), tuple(picks))
 
 
 def _refuse_if_cores_ran_out(e: DeadlockError) -> None:
@@ -258,10 +278,10 @@ class _Runs:
         self.max_steps = max_steps
         self.ranks = None
 
-    def run(self, schedule: tuple, args=None):
+    def run(self, prefix: Prefix, args=None):
         """(steps, None) of a run that passed; (steps, (kind, exception)).
         ``args``: what to run on (fresh copies of the program's by default)."""
-        plan = _Plan(schedule, self.max_steps)
+        plan = _Plan(prefix.choices, self.max_steps, prefix.picks)
         args = _fresh(self.args) if args is None else list(args)
         if self.ranks is None:
             self.ranks = Ranks(self.world, self.config)
@@ -296,9 +316,10 @@ class _Runs:
     def close(self) -> None:
         self._restart()
 
-    def failure(self, steps, found, choices, bound) -> Failure:
+    def failure(self, steps, found, bound) -> Failure:
         kind, error = found
-        token = encode(self.world, choices, self.program, bound)
+        token = encode(self.world, tuple(s.actor for s in steps), self.program, bound,
+                       tuple((s.index, s.picked) for s in steps if s.picked))
 
         def rerun():
             _replay_on(self, token)
@@ -324,7 +345,7 @@ class _Runs:
 
 def _replay_on(runs: _Runs, token: str, args=None) -> None:
     try:
-        _, found = runs.run(runs.matching(token).choices, args)
+        _, found = runs.run(runs.matching(token).prefix, args)
     finally:
         runs.close()
     if found is not None:
@@ -372,8 +393,7 @@ def explore(program, *args, world_size: int | None = None, check=None,
                 if progress is not None:
                     progress(schedules, bound)
                 if found is not None:
-                    choices = tuple(s.actor for s in steps)
-                    return result(False, runs.failure(steps, found, choices, bound), schedules,
+                    return result(False, runs.failure(steps, found, bound), schedules,
                                   done_bound, False)
                 search.record(steps)
                 prefix = search.next_prefix()

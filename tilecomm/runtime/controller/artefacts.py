@@ -77,7 +77,7 @@ class RunArtefacts:
                                    "shm transport), then run it across nodes without "
                                    "detect_races")
         steps = None if explore is None else (f"{logs}-steps", tuple(explore.schedule),
-                                              explore.limit)
+                                              explore.limit, tuple(explore.picks))
         trace_dir = config.trace_dir
         if not config.dfx_enabled and not trace_dir:
             if not races and steps is None:

@@ -89,7 +89,8 @@ class DfxSettings:
     title: str
     races: str | None = None   # a race-checking run: the path prefix of each rank's log
     # an explored run: (the path prefix of each rank's step log, the ranks
-    # chosen at the first steps, the most steps a run may take)
+    # chosen at the first steps, the most steps a run may take, the ready
+    # task taken at PICK steps: (step index, option) pairs)
     explore: tuple | None = None
 
     @property

@@ -41,7 +41,7 @@ import numpy as np
 
 from ... import _native_core as native
 from ...check.events import ATOMIC as ATOMIC_ACCESS, READ as READ_ACCESS, byte_runs
-from ...check.schedules import ADD, READ, WRITE, Step
+from ...check.schedules import ADD, PICK, READ, WRITE, Step
 from ...errors import RuntimeFault
 from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
 from ...transport.segments import PREFIX
@@ -226,9 +226,10 @@ class Explorer(Sink):
     PLAIN_SITES = True
 
     def __init__(self, rank: int, world: int, control, aborted_exc, path: str, schedule: tuple,
-                 limit: int):
+                 limit: int, picks: tuple = ()):
         self.rank = rank
         self.turns = Turns(control, rank, world, tuple(schedule), limit, aborted_exc)
+        self.picks = dict(picks)        # PICK step index -> the ready task to take
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         self.lines = SourceLines()
         self.where = None               # the transport's address -> (segment, offset)
@@ -372,20 +373,52 @@ class Explorer(Sink):
         return f"{name}{where} on rank {owner}"
 
     # ------------------------------------------------------------ steps
-    def step(self, effect: str, target: tuple, runs: tuple = (), parked: int = 0):
+    def step(self, effect: str, target: tuple, runs: tuple = (), parked: int = 0,
+             options: tuple = ()):
         """Wait for this rank's turn to make a step on ``target``: the
         ``Step`` (already in the log; ``log`` adds what it did), or None
-        (parked, and the run is stuck)."""
+        (parked, and the run is stuck).  ``options``: a PICK's ready tasks
+        (the step's ``picked`` is the schedule's choice among them)."""
         got = self.turns.request(PARKED if parked else PENDING, parked)
         if got is None:
             return None
         index, enabled = got
         self.last = index
+        picked = self.picks.get(index, 0) if options else 0
+        if picked >= max(len(options), 1):
+            raise RuntimeFault(
+                f"an explored schedule did not replay: at step {index + 1} it takes ready task "
+                f"{picked + 1} of rank {self.rank}, which has {len(options)} ready",
+                code="TC602", hint="the program must submit the same tasks every run")
         # written at once: an op that raises still leaves its step in the log
         s = Step(index, self.rank, enabled, effect, target, runs,
-                 f"rank {self.rank}: {effect} at {self.line()}")
+                 f"rank {self.rank}: {effect} at {self.line()}", tuple(options), picked)
         os.write(self.fd, pickle.dumps(s, pickle.HIGHEST_PROTOCOL))
         return s
+
+    # ------------------------------------------------------------ tasks
+    def task_scope(self, ctx, scope):
+        """An explored rank's cores start tasks only while its orchestration
+        sleeps (one thread of the rank moves at a time), and which ready task
+        the core takes is the schedule's choice (``pick``)."""
+        sched = ctx.__dict__["_scheduler"]
+        sched.gated, sched.chooser = True, self.pick
+        return scope
+
+    def pick(self, ready: list) -> int:
+        """The index in ``ready`` ((task, block) entries, in submission order)
+        of the one the core runs next: with several, a PICK step whose choice
+        the schedule makes (the first by default)."""
+        if len(ready) == 1:
+            return 0
+        options = tuple((t.tid, b) for t, b in ready)
+        s = self.step(PICK, ("tasks", self.rank), options=options)
+        t, b = ready[s.picked]
+        names = ", ".join(f"'{t.name}'" + (f" block {b}" if t.blocks > 1 else "")
+                          for t, b in ready)
+        self.log(s, f"runs task '{t.name}'{f' block {b}' if t.blocks > 1 else ''} of the "
+                    f"ready {names}")
+        return s.picked
 
     def log(self, step: Step, what: str) -> None:
         """What ``step`` did, once done (its line in a report)."""

@@ -159,6 +159,9 @@ class Scheduler:
         # thread sleeps, so which task a core takes next never depends on how
         # far the orchestration got (see ``_gate_opens``)
         self.gated = False
+        # an explored run's: (ready entries) -> the index of the one to run
+        # next (default: the first, in submission order)
+        self.chooser = None
 
     # ------------------------------------------------------------ dispatches
     def begin(self):
@@ -166,6 +169,7 @@ class Scheduler:
         with self.lock:
             self.failure = None
             self.gated = False          # an explored run's context sets it again
+            self.chooser = None
             # a run that records gives each run its own recorders: follow a
             # new one even when the class is the last run's
             if type(self.rc) is not self.cls or \
@@ -462,7 +466,10 @@ class Scheduler:
                     # awake cores + borrowed slots never exceed the cores, so
                     # one is free
                     slot = self.free_slots.pop()
-                t, b = self.ready.popleft()
+                entry = self._take_ready()
+                if entry is None:
+                    continue
+                t, b = entry
                 if self._run(ctx, slot, t, b) is not None:
                     continue
                 t.left -= 1
@@ -475,6 +482,20 @@ class Scheduler:
         finally:
             lock.release()
 
+    def _take_ready(self):
+        """The ready entry to run next (lock held): the first, or an explored
+        run's choice."""
+        if self.chooser is None:
+            return self.ready.popleft()
+        try:
+            i = self.chooser(list(self.ready))
+        except BaseException as exc:     # the run is stopping (or did not replay)
+            self._failed(exc)
+            return None
+        entry = self.ready[i]
+        del self.ready[i]
+        return entry
+
     def _borrowed(self, ctx):
         """A watcher completed a task and holds an idle core's slot (lock
         held): run ready tasks on it as that core would, until none is ready
@@ -483,7 +504,10 @@ class Scheduler:
         slot = self.free_slots.pop()
         mine = None
         while self.ready and self.failure is None and mine is None:
-            t, b = self.ready.popleft()
+            entry = self._take_ready()
+            if entry is None:
+                break
+            t, b = entry
             if self._run(ctx, slot, t, b) is not None:
                 break
             t.left -= 1
