@@ -104,7 +104,7 @@ def test_a_malformed_or_foreign_token_is_a_usage_error(tmp_path, token):
     assert res.exit_code == 2 and "ConfigError" in res.output and "[TC605]" in res.output, \
         res.output
     good = run(f"{path}::main", "--ranks", "3", "--scalar", "tag=1", "--replay",
-               f"tcs2-3-{pid}-u-0x1.1x2")
+               f"tcs2-3-{pid}-u-d")
     assert good.exit_code == 0 and "no failure" in good.output, good.output
 
 

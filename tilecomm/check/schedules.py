@@ -14,8 +14,12 @@ moved last, if it still can, else the lowest rank that can.
 
 Two steps *depend* on each other when their order can change what either
 does: they touch the same signal cell or overlapping bytes of one window
-copy, and they are not both reads, nor both atomic adds (adds commute; a
-check of the cell does not commute with them).  Steps of one rank keep
+copy, and they are not both reads, nor both atomic adds (adds commute), nor
+a ``Ge`` check that held followed by an add of >= 0 (it would hold with the
+add landed first: a counter only grows).  A check that fails is made once,
+and its rank then sleeps until a write satisfies it (``exploring.Turns``):
+a failing check run again changes nothing, and the search would try it in
+every order.  Steps of one rank keep
 their order.  ``Search`` explores the schedules of one program in the
 style of Flanagan and Godefroid's dynamic partial-order reduction: after
 each run, for every step it finds the last earlier step of another rank
@@ -33,6 +37,8 @@ steps there is.
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from ..waits import CMP_GE, CMP_GE_U
 
 # what a step does to what it touches; PICK: the rank's core takes one of
 # several ready tasks (or spmd blocks) next
@@ -52,6 +58,8 @@ class Step(NamedTuple):
     text: str           # what happened, as a line of a report
     options: tuple = ()  # a PICK: the ready (task id, block) it chose among
     picked: int = 0      # ... and the one it took (an index into options)
+    # an ADD: (the value added,); a wait's check: (comparison, expected, whether it held)
+    detail: tuple = ()
 
 
 class Prefix(NamedTuple):
@@ -64,14 +72,25 @@ class Prefix(NamedTuple):
 
 
 def dependent(a: Step, b: Step) -> bool:
-    """Whether swapping two steps of different ranks can change the outcome."""
+    """Whether running ``b`` before ``a`` (steps of different ranks; ``a``
+    came first) can change the outcome."""
     if a.target != b.target:
         return False
     if (a.effect == READ and b.effect == READ) or (a.effect == ADD and b.effect == ADD):
         return False
+    if a.effect == READ and b.effect == ADD and _still_holds(a, b):
+        return False
     if not a.runs:
         return True
     return _overlap(a.runs, b.runs)
+
+
+def _still_holds(check: Step, add: Step) -> bool:
+    """A wait's ``Ge`` check that held still holds with an add of >= 0 landed
+    before it (a counter only grows): the two orders do the same."""
+    d = check.detail
+    return len(d) == 3 and d[2] and d[0] in (CMP_GE, CMP_GE_U) and bool(add.detail) and \
+        add.detail[0] >= 0
 
 
 def _overlap(x: tuple, y: tuple) -> bool:
@@ -96,11 +115,13 @@ def preemptions(choices, enabled) -> int:
     return n
 
 
-def races(steps: list) -> list:
+def races(steps: list, clocks: list | None = None) -> list:
     """(j, i) for each step i and the last earlier step j of another rank
     that i depends on and that does not happen before i (by program order
-    and chains of dependent steps)."""
-    clocks: list = []               # per step: {rank: index of its last step + 1 before it}
+    and chains of dependent steps).  ``clocks``: filled with each step's
+    vector clock ({rank: index of its last step + 1 that happens before
+    it, itself included})."""
+    clocks = [] if clocks is None else clocks
     last_of: dict = {}              # rank -> clock after its last step
     out = []
     for i, s in enumerate(steps):
@@ -122,6 +143,21 @@ def races(steps: list) -> list:
         last_of[s.actor] = vc
         if found is not None:
             out.append((found, i))
+    return out
+
+
+def _initials(steps: list, clocks: list, j: int, i: int) -> set:
+    """The ranks whose first step among those after ``j`` that do not happen
+    after it, up to ``i``, is preceded by none of them: the ranks that can
+    take the run from ``j`` towards ``i`` without ``j``."""
+    def before(a, b):                   # step a happens before step b (a < b)
+        return clocks[b].get(steps[a].actor, 0) > a
+
+    part = [k for k in range(j + 1, i + 1) if not before(j, k)]
+    out = set()
+    for n, k in enumerate(part):
+        if not any(before(m, k) for m in part[:n]):
+            out.add(steps[k].actor)
     return out
 
 
@@ -196,9 +232,20 @@ class Search:
             asleep = dict(node.sleep)
             asleep.update((q, t) for q, t in node.done.items() if q != s.actor)
             sleep = {q: t for q, t in asleep.items() if not dependent(t, s)}
-        for j, i in races(steps[:end]):
+        clocks: list = []
+        for j, i in races(steps[:end], clocks):
             node, who = self.path[j], steps[i].actor
-            node.wanted |= {who} if who in node.enabled else set(node.enabled)
+            if who in node.enabled:
+                node.wanted.add(who)
+                continue
+            # the rank of i cannot move at j: a rank that can start what leads
+            # to i there will do (a source set, Abdulla et al.) -- one is
+            # enough, and none is needed when one is already asked for
+            starts = _initials(steps, clocks, j, i) & set(node.enabled)
+            if not starts:
+                node.wanted |= set(node.enabled)
+            elif not starts & node.wanted:
+                node.wanted.add(min(starts))
         self.prefix = self._next()
 
     def _picks(self, upto: int) -> tuple:

@@ -225,7 +225,7 @@ _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "
 SEQ_SLOTS = 3
 # after the stripes: the turn block of an explored run (who may move next),
 # a header and a few slots per rank
-TURN_SLOTS, TURN_RANK_SLOTS = 8, 2
+TURN_SLOTS, TURN_RANK_SLOTS = 8, 4
 
 
 def _turn_slots(world: int) -> int:

@@ -44,6 +44,7 @@ from ...check.events import ATOMIC as ATOMIC_ACCESS, READ as READ_ACCESS, byte_r
 from ...check.schedules import ADD, PICK, READ, WRITE, Step
 from ...errors import RuntimeFault
 from ...transport.base import CMP_EQ, CMP_GE, NOTIFY_ADD
+from ...waits import holds
 from ...transport.segments import PREFIX
 from ..control import SLOT, TURN_RANK_SLOTS, TURN_SLOTS
 from ..values import WindowView
@@ -52,8 +53,10 @@ from .tracing import SourceLines
 
 # header slots of the turn block
 GEN, SLEEPERS, LOCK_NEXT, LOCK_SERVING, ENABLED, STEPS, LAST, MODE = range(TURN_SLOTS)
-# per rank: its status, and the key of the cell it is parked on
-STATUS, PARKED_ON = range(TURN_RANK_SLOTS)
+# per rank: its status, the key of the cell it is parked on, and the
+# condition it waits for there (comparison -1: any write of the cell)
+STATUS, PARKED_ON, PARKED_CMP, PARKED_EXPECTED = range(TURN_RANK_SLOTS)
+ANY_WRITE = -1
 MOVING, PENDING, PARKED, DONE = range(4)
 # MODE: the run goes on, or what stopped it
 ON, STUCK, DIVERGED, LIMIT = range(4)
@@ -93,14 +96,18 @@ class Turns:
         native.notify_i32(self._slot(LOCK_SERVING), NOTIFY_ADD, 1, 0)
 
     # -------------------------------------------------------------- turns
-    def request(self, status: int = PENDING, key: int = 0) -> tuple | None:
-        """Stop moving (``PENDING``, or ``PARKED`` on cell ``key``) and wait
-        for a turn: (step index, ranks that could move) once it is this
-        rank's; None if the run is stuck (only a parked rank sees that)."""
+    def request(self, status: int = PENDING, key: int = 0, cmp: int = ANY_WRITE,
+                expected: int = 0) -> tuple | None:
+        """Stop moving (``PENDING``, or ``PARKED`` on cell ``key`` until a
+        write leaves it satisfying ``cmp`` / ``expected``) and wait for a
+        turn: (step index, ranks that could move) once it is this rank's;
+        None if the run is stuck (only a parked rank sees that)."""
         load, store = native.load_i64, native.store_i64
         self._lock()
         try:
             store(self._rank_slot(self.rank, PARKED_ON), key)
+            store(self._rank_slot(self.rank, PARKED_CMP), cmp)
+            store(self._rank_slot(self.rank, PARKED_EXPECTED), expected)
             store(self._rank_slot(self.rank, STATUS), status)
             self._decide()
         finally:
@@ -141,14 +148,22 @@ class Turns:
         finally:
             self._unlock()
 
-    def wrote(self, key: int) -> None:
-        """The step just made wrote cell ``key``: ranks parked on it can move."""
+    def wrote(self, key: int, value: int | None = None) -> None:
+        """The step just made wrote cell ``key`` (leaving ``value``, if it is
+        a signal cell): ranks parked on it whose condition that satisfies
+        can move.  One whose condition still fails stays parked -- checking
+        it again would be a step that changes nothing, and the search would
+        try it in every order."""
         load, store = native.load_i64, native.store_i64
         self._lock()
         try:
             for r in range(self.world):
-                if load(self._rank_slot(r, STATUS)) == PARKED and \
-                        load(self._rank_slot(r, PARKED_ON)) == key:
+                if load(self._rank_slot(r, STATUS)) != PARKED or \
+                        load(self._rank_slot(r, PARKED_ON)) != key:
+                    continue
+                cmp = load(self._rank_slot(r, PARKED_CMP))
+                if value is None or cmp == ANY_WRITE or \
+                        holds(cmp, value, load(self._rank_slot(r, PARKED_EXPECTED))):
                     store(self._rank_slot(r, STATUS), PENDING)
         finally:
             self._unlock()
@@ -259,12 +274,14 @@ class Explorer(Sink):
         # the notify's turn, logged as taken with its own effect: two adds to
         # one cell commute, a set does not
         target = self.cell_target(ev.cell)
-        ev.notes["explored"] = (self.step(ADD if ev.arg("op") == NOTIFY_ADD else WRITE, target),
+        add = ev.arg("op") == NOTIFY_ADD
+        ev.notes["explored"] = (self.step(ADD if add else WRITE, target,
+                                          detail=(int(ev.arg("value")),) if add else ()),
                                 target)
 
     def after_notify(self, ctx, ev) -> None:
         s, target = ev.notes["explored"]
-        self.turns.wrote(cell_key(target))
+        self.turns.wrote(cell_key(target), int(ev.result))
         value = ev.arg("value")
         how = f"+= {value}" if ev.arg("op") == NOTIFY_ADD else f"= {value}"
         self.log(s, f"notify {self.label(target)} {how} (now {ev.result})")
@@ -374,12 +391,14 @@ class Explorer(Sink):
 
     # ------------------------------------------------------------ steps
     def step(self, effect: str, target: tuple, runs: tuple = (), parked: int = 0,
-             options: tuple = ()):
+             options: tuple = (), until: tuple = (ANY_WRITE, 0), detail: tuple = ()):
         """Wait for this rank's turn to make a step on ``target``: the
         ``Step`` (already in the log; ``log`` adds what it did), or None
-        (parked, and the run is stuck).  ``options``: a PICK's ready tasks
-        (the step's ``picked`` is the schedule's choice among them)."""
-        got = self.turns.request(PARKED if parked else PENDING, parked)
+        (parked, and the run is stuck).  ``parked``: the cell this rank waits
+        on, until a write leaves it satisfying ``until`` ((comparison,
+        expected)).  ``options``: a PICK's ready tasks (the step's
+        ``picked`` is the schedule's choice among them)."""
+        got = self.turns.request(PARKED if parked else PENDING, parked, *until)
         if got is None:
             return None
         index, enabled = got
@@ -392,7 +411,7 @@ class Explorer(Sink):
                 code="TC602", hint="the program must submit the same tasks every run")
         # written at once: an op that raises still leaves its step in the log
         s = Step(index, self.rank, enabled, effect, target, runs,
-                 f"rank {self.rank}: {effect} at {self.line()}", tuple(options), picked)
+                 f"rank {self.rank}: {effect} at {self.line()}", tuple(options), picked, detail)
         os.write(self.fd, pickle.dumps(s, pickle.HIGHEST_PROTOCOL))
         return s
 
@@ -420,10 +439,11 @@ class Explorer(Sink):
                     f"ready {names}")
         return s.picked
 
-    def log(self, step: Step, what: str) -> None:
-        """What ``step`` did, once done (its line in a report)."""
+    def log(self, step: Step, what: str, detail: tuple = ()) -> None:
+        """What ``step`` did, once done (its line in a report; ``detail``: what
+        the search reads of it, when only known now -- a check's outcome)."""
         text = f"rank {self.rank}: {what}  at {self.line()}"
-        os.write(self.fd, pickle.dumps((step.index, text), pickle.HIGHEST_PROTOCOL))
+        os.write(self.fd, pickle.dumps((step.index, text, detail), pickle.HIGHEST_PROTOCOL))
 
     def access(self, array, effect: str, op: str) -> None:
         """A local op's step, if ``array`` lies in window memory."""
@@ -466,30 +486,38 @@ class ExploringEndpoint:
     def signal(self, cell, op, value):
         ex = self.ex
         target = ex.cell_target(cell)
-        s = ex.step(ADD if op == NOTIFY_ADD else WRITE, target)
+        s = ex.step(ADD if op == NOTIFY_ADD else WRITE, target,
+                    detail=(int(value),) if op == NOTIFY_ADD else ())
         new = self.real.signal(cell, op, value)
-        ex.turns.wrote(cell_key(target))
+        ex.turns.wrote(cell_key(target), int(new))
         how = f"+= {value}" if op == NOTIFY_ADD else f"= {value}"
         ex.log(s, f"notify {ex.label(target)} {how} (now {new})")
         return new
 
     def read_cell(self, cell):
-        target = self.ex.cell_target(cell)
-        s = self.ex.step(READ, target)
-        v = self.real.read_cell(cell)
-        self.ex.log(s, f"read {self.ex.label(target)} (sees {v})")
-        return v
+        # a collective's look at its own cells (are they clean when it
+        # starts, is a value within what the protocol can make): not a step.
+        # It is made while this rank moves, so it reads what the schedule
+        # left there -- the same in every replay
+        return self.real.read_cell(cell)
 
     def _check(self, cell, cmp, expected, parked: int) -> bool | None:
         ex = self.ex
         target = ex.cell_target(cell)
-        s = ex.step(READ, target, parked=parked)
+        # A check that would fail is not made: the rank parks on the cell
+        # until a write satisfies it, and the check it then makes holds.  It
+        # can tell without a step: no other rank moves while this one does
+        # (or, before the first turn, has written anything), so what it reads
+        # now is what the schedule left.
+        if not parked and not holds(cmp, self.real.read_cell(cell), expected):
+            parked = cell_key(target)
+        s = ex.step(READ, target, parked=parked, until=(cmp, expected))
         if s is None:
             return None
         v = self.real.read_cell(cell)
         ok = self.real.try_wait(cell, cmp, expected, 0)
         ex.log(s, f"wait {ex.label(target)} {_CMP.get(cmp, cmp)} {expected}: sees {v}"
-                  f"{'' if ok else ', not yet'}")
+                  f"{'' if ok else ', not yet'}", (int(cmp), int(expected), bool(ok)))
         return ok
 
     def try_wait(self, cell, cmp, expected, spin):
@@ -566,8 +594,9 @@ def read_steps(path: str) -> list:
                 if isinstance(rec, Step):
                     steps[rec.index] = rec
                 else:
-                    index, text = rec
-                    steps[index] = steps[index]._replace(text=text)
+                    index, text, detail = rec
+                    steps[index] = steps[index]._replace(text=text, **(
+                        {"detail": detail} if detail else {}))
     except FileNotFoundError:
         pass
     return list(steps.values())
