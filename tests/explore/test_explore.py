@@ -331,3 +331,14 @@ def test_a_task_dependency_makes_every_order_right(n):
                   check=checker(handover_reference, xs), time_budget_s=60)
     assert res.failure is None, res.failure.report
     assert res.verified and res.complete, res
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_a_mesh_allreduce_is_verified_complete_at_three_and_four_ranks(n):
+    """Every order of the collective's dependent steps runs (nothing pruned,
+    nothing cut by the budget) and every one computes the sum."""
+    xs, ys = inputs(n)
+    res = explore(collective_main("mesh", n), xs, ys, world_size=n,
+                  check=checker(collective_reference, xs), time_budget_s=300)
+    assert res.failure is None, res.failure.report
+    assert res.verified and res.complete and res.requested_bound is None, res.coverage
