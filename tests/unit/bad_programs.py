@@ -131,6 +131,17 @@ def k_get_plain_src(x: X, y: Y, win: WIN, sig: SIG):
 
 
 @pl.jit.incore
+def k_tile_put_stage_tensor(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tile.put(win, 0, x, x)  # E:TC102
+
+
+@pl.jit.incore
+def k_tile_get_stage_dtype(x: X, y: Y, win: WIN, sig: SIG):
+    st = pl.tile.create([R, C], dtype=pl.FP16)
+    pld.tile.get(y, 0, win, st)  # E:TC204
+
+
+@pl.jit.incore
 def k_comm_ctx_plain(x: X, y: Y, win: WIN, sig: SIG):
     ctx = pld.get_comm_ctx(x)  # E:TC101
 

@@ -133,6 +133,8 @@ CASES = [
     (B.k_put_plain_dst, "TC101", TYPE, "y, 0", ["DistributedTensor dst", "got Tensor"]),
     (B.k_get_plain_src, "TC101", TYPE, "x)", ["DistributedTensor src", "got Tensor"]),
     (B.k_comm_ctx_plain, "TC101", TYPE, "x)", ["DistributedTensor", "got Tensor"]),
+    (B.k_tile_put_stage_tensor, "TC102", TYPE, "x)", ["stage must be a Tile", "got Tensor"]),
+    (B.k_tile_get_stage_dtype, "TC204", TYPE, "st)", ["stage dtype FP16", "FP32"]),
     (B.k_tensor_store_window_src, "TC102", TYPE, "win, win",
      ["Tensor src", "got DistributedTensor"]),
     (B.k_tile_store_tensor_src, "TC102", TYPE, "x, win", ["Tile src_tile", "got Tensor"]),

@@ -19,7 +19,7 @@ tensor = _NS(__tilecomm_namespace__="pld.tensor", alloc_window_buffer=_ops.alloc
              reduce_scatter=_coll.reduce_scatter, all_to_all=_coll.all_to_all,
              all_to_all_v=_coll.all_to_all_v)
 tile = _NS(__tilecomm_namespace__="pld.tile", remote_load=_ops.remote_load,
-           remote_store=_ops.remote_store)
+           remote_store=_ops.remote_store, put=_ops.tile_put, get=_ops.tile_get)
 
 world_size = _ops.world_size
 get_comm_ctx = _ops.get_comm_ctx
