@@ -342,7 +342,8 @@ CODES = {
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
     "TC412": "output argument is read-only",
-    "TC413": "DistributedWorker used after close()",
+    "TC413": "a worker (DistributedWorker, ChipWorker) used after close(), or a registration "
+             "handle after unregister()",
     "TC414": "argument not accepted by this call (foreign or freed device tensor; device tensor "
              "in a one-shot call)",
     "TC415": "program not registered with this DistributedWorker",
@@ -355,6 +356,9 @@ CODES = {
     "TC421": "invalid run-handle timeout",
     "TC422": "return-style call cannot allocate an output with dynamic dimensions",
     "TC423": "callbacks name no SubWorker of the prepared programs",
+    "TC427": "ChipWorker or benchmark misuse (a level other than 2, a program of another "
+             "platform, a second active worker for one device, options that exclude each "
+             "other, no positive round count)",
     "TC426": "a submitted call stopped by the failure of another call in flight",
     "TC425": "a SubWorker declared with a `...` body has no callback bound",
     "TC424": "a program with several orchestration functions called without naming one",
@@ -546,6 +550,8 @@ FIXES = {
     "TC423": "name SubWorkers that the prepared programs declare (the message lists them)",
     "TC424": "select one orchestration function: compiled[\"name\"] or compiled.name",
     "TC425": "bind the SubWorker with prepare(callbacks={\"name\": fn}), or give it a body",
+    "TC427": "construct ChipWorker(config=RunConfig(platform=...)) for the program's platform, "
+             "enter one worker per device, and pass benchmark either config= or platform=",
     "TC426": "look at the error of the call before it, which stopped this one, and fix that",
     "TC440": "give the run-artefact fields of RunConfig their documented types",
     "TC441": "drop enable_pmu: the CPU has no PMU counters to read",
