@@ -331,6 +331,8 @@ CODES = {
     "TC310": "alloc_window_buffer inside a loop",
     "TC311": "HOST collective not allowed inside a loop or a larger expression",
     "TC312": "allreduce signal omitted where it cannot be synthesized, or passed as None",
+    "TC313": "an ergonomic collective's rank count (nranks) missing where its signal needs it, "
+             "given where nothing uses it, or not a positive compile-time int",
     "TC330": "task scope misuse (pl.at / pl.spmd / pl.manual_scope form, placement, nesting, "
              "deps)",
     "TC331": "pld.system.defer_wait outside a dedicated pl.at(CORE_GROUP) waiter, or a waiter "
@@ -513,6 +515,8 @@ FIXES = {
              "explicit signal allocated before the loop)",
     "TC312": "pass an explicit signal window, or drop signal= entirely on a HOST mesh "
              "allreduce so one is synthesized",
+    "TC313": "pass nranks=<the program's rank count> (a literal int) to pld.all_reduce("
+             "mode=\"ring\") or pld.all_to_all_v, and leave it out of a mesh pld.all_reduce",
     "TC330": "write tasks in the documented forms: `with pl.at(level=pl.Level.CORE_GROUP, "
              "deps=[...]) as tid:` or `for i in pl.spmd(n):` inside a @pl.jit function, deps "
              "naming TaskIds",

@@ -283,8 +283,6 @@ CASES = [
     (B.k_all_to_all_v_float_counts, "TC204", TYPE, "x, sig)", ["send_counts must be INT32",
                                                                "got FP32"]),
     (B.k_barrier_fp32, "TC204", TYPE, "win)", ["INT32 window", "got FP32"]),
-    (B.host_synthesized_signal_in_loop, "TC311", VALUE, "pld.tensor.allreduce(",
-     ["without a signal", "for/while loop"]),
     # collectives: operands of a HOST builtin
     (B.host_collective_plain_tensor, "TC101", TYPE, "xs[0]",
      ["window-bound DistributedTensor (a view of an alloc_window_buffer)",
@@ -393,6 +391,20 @@ CASES += [
     (B.host_block_idx, "TC301", SYNTAX, "pl.get_block_idx(", ["InCore kernel",
                                                                "HOST orchestrator"]),
     (B.k_array_zero, "TC210", VALUE, "0,", ["positive", "got 0"]),
+]
+
+CASES += [
+    # ergonomic collectives: their own contract, and the collective's rules at their call
+    (B.host_all_reduce_ring_no_nranks, "TC313", VALUE, '"ring"', ["needs nranks=", "ring signal"]),
+    (B.host_all_reduce_mesh_nranks, "TC313", VALUE, "=^2)", ["ring signal only", "mesh"]),
+    (B.k_all_gather, "TC301", SYNTAX, "pld.all_gather(", ["HOST orchestrator", "InCore kernel"]),
+    (B.host_reduce_scatter_plain, "TC101", TYPE, "xs[0]",
+     ["window-bound DistributedTensor", "got Tensor[2, 8]"]),
+    (B.host_broadcast_negative_root, "TC224", VALUE, "-1", ["non-negative", "got -1"]),
+    (B.host_ergonomic_barrier_fp32, "TC204", TYPE, "pld.window(", ["INT32 window", "got FP32"]),
+    (B.host_all_to_all_one_buffer, "TC221", VALUE, "a)", ["different buffers", "'wbuf'"]),
+    (B.host_all_to_all_v_zero_nranks, "TC313", VALUE, "=^0)", ["positive compile-time int",
+                                                             "got 0"]),
 ]
 
 CASES += BP.CASES

@@ -261,8 +261,9 @@ def _ring_signal(c, s, rop, t):
 
 
 def _synthesized_signal(c, t, mode, cores):
-    """HOST only: the front end allocates a ``[ws, core_num]`` signal right
-    before the call (a fresh window per call, hence not in loops)."""
+    """HOST only: the front end allocates a ``[ws, core_num]`` signal for the
+    call site, once, at the top of the function -- a call in a loop reuses it
+    on every iteration, which the self-clearing credit barrier allows."""
     if c.kind != HOST:
         c.type_error("pld.tensor.allreduce requires an explicit signal outside host "
                      "orchestrator functions", code="TC312", at="target",
@@ -271,10 +272,6 @@ def _synthesized_signal(c, t, mode, cores):
         c.value_error("pld.tensor.allreduce mode=\"ring\" requires an explicit signal; host "
                       "signal synthesis only supports mesh mode", code="TC312", at="mode",
                       hint="pass a ring signal [2*(NR-1)+1, NR]")
-    if c.extra.get("in_loop"):
-        c.value_error("pld.tensor.allreduce without a signal cannot be used inside a for/while "
-                      "loop in a HOST orchestrator (a signal would be allocated per iteration)",
-                      code="TC311", hint="pass an explicit signal allocated before the loop")
     if not c.extra.get("statement_call"):
         c.value_error("pld.tensor.allreduce without a signal must be a statement of its own (an "
                       "assignment, an expression statement or a return), not part of a larger "
