@@ -929,11 +929,6 @@ def host_float_index(xs: XS, ys: YS):
 
 # ---------------------------------------------------------------- collectives
 @pl.jit.incore
-def k_reduce_scatter_max(x: X, y: Y, win: WIN, sig: SIG):
-    pld.tensor.reduce_scatter(win, sig, op=pld.ReduceOp.Max)  # E:TC219
-
-
-@pl.jit.incore
 def k_allreduce_ring_mesh_signal(x: X, y: Y, win: WIN, sig: SIG):
     win = pld.tensor.allreduce(win, sig, mode="ring")  # E:TC220
 

@@ -268,8 +268,6 @@ CASES = [
     (B.host_input_to_chip_inout, "TC228", TYPE, "xs[r]",
      ["'xs' is an input", "parameter 'acc' of inout_chip", "pl.InOut"]),
     # collectives
-    (B.k_reduce_scatter_max, "TC219", VALUE, "pld.ReduceOp.Max", ["must be ReduceOp.Sum",
-                                                                  "ReduceOp.Max"]),
     (B.k_allreduce_ring_mesh_signal, "TC220", VALUE, "sig,", ["ring", "[2*(NR-1), NR]",
                                                               "[2, 1]"]),
     (B.k_broadcast_same_buffer, "TC221", VALUE, "sig, root", ["target and signal",

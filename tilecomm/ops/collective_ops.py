@@ -367,7 +367,9 @@ def _allgather(c):
             "TC225", "TC226", "TC502", "TC503", "TC507"))
 def reduce_scatter(target, signal, *, op=ReduceOp.Sum):
     """``target`` is ``[NR, SIZE]``; afterwards row ``r`` of rank ``r`` holds the
-    sum over ranks of their row ``r``.  Other rows keep the caller's values."""
+    reduction (``op``: Sum, Max, Min, Prod) over ranks of their row ``r``.
+    Other rows keep the caller's values.  The chip's HOST builtin reduces by
+    Sum only (enforced under the chip profiles)."""
 
 
 @reduce_scatter.rule
@@ -375,11 +377,11 @@ def _reduce_scatter(c):
     t = _window(c, "target", "target")
     s = _signal(c)
     rop = c.enum("op", ReduceOp)
-    if rop is not ReduceOp.Sum:
-        c.value_error(f"pld.tensor.reduce_scatter op must be ReduceOp.Sum (got "
-                      f"ReduceOp.{rop.name}); Max / Min / Prod lowerings are not yet "
-                      f"implemented", code="TC219", at="op",
-                      hint="use allreduce for Max / Min / Prod")
+    if rop is not ReduceOp.Sum and c.kind == HOST and _on_chip(c):
+        c.value_error(f"HOST pld.tensor.reduce_scatter supports only ReduceOp.Sum on the "
+                      f"{c.platform.name} platform; got ReduceOp.{rop.name}", code="TC215",
+                      at="op", hint="call it in a kernel (every op there), or "
+                                    "platform=\"cpu\" lifts this limit")
     _rank2(c, t, "target", "target")
     if not (t.dtype.is_float or t.dtype.is_int):
         c.value_error(f"pld.tensor.reduce_scatter target must be numeric; got {t.dtype.name}",
