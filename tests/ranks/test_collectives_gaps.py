@@ -13,6 +13,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
+from tilecomm.errors import DataRaceError
 
 from programs_prims import WORLD_SIZES, config_for
 
@@ -180,3 +181,115 @@ def test_host_ring_allreduce_at_ragged_sizes(n, size):
     make_ring(n, size)(xs, outs, sigs, config=config_for(n))
     np.testing.assert_array_equal(outs, np.broadcast_to(xs.sum(0), xs.shape))
     np.testing.assert_array_equal(sigs, 0)             # the signal cleared itself
+
+
+# --------------------------------------------------------------- all_to_all_v counts
+CAP = 3
+W = 5
+
+
+def _counts(n):
+    """Per (src, dest): negative, 0, within, exactly MAX_RECV and above it,
+    each on some pair (the self slot included)."""
+    cycle = np.array([-4, 0, 1, CAP, CAP + 5, 2, -1], np.int32)
+    return cycle[np.arange(n * n).reshape(n, n) % len(cycle)]
+
+
+def _check_counts(n, xs, counts, outs, gots, before):
+    for r in range(n):
+        for s in range(n):
+            k = min(max(int(counts[s, r]), 0), CAP)
+            assert gots[r, s, 0] == k, (r, s, counts[s, r], gots[r, s, 0])
+            blk = slice(s * CAP, (s + 1) * CAP)
+            np.testing.assert_array_equal(outs[r, blk][:k], xs[s, r * CAP:r * CAP + k])
+            # rows not sent keep what the target held before the call
+            np.testing.assert_array_equal(outs[r, blk][k:], before[r, blk][k:],
+                                          err_msg=f"rank {r} block from {s} past {k}")
+
+
+@functools.lru_cache(maxsize=None)
+def make_a2av_counts(NRc):
+    RC = NRc * CAP
+
+    @pl.jit.incore
+    def a2av_kernel(x: pl.Tensor[[RC, W], pl.FP32], counts: pl.Tensor[[NRc], pl.INT32],
+                    pre: pl.Tensor[[RC, W], pl.FP32], out: pl.Out[pl.Tensor[[RC, W], pl.FP32]],
+                    got: pl.Out[pl.Tensor[[NRc, 1], pl.INT32]],
+                    t: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]],
+                    rc: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]],
+                    sig: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]],
+                    fence: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]],
+                    fenced: pl.Scalar[pl.INT32]):
+        pl.store(pl.load(pre, [0, 0], [RC, W]), [0, 0], t)  # pre-store
+        if fenced == 1:
+            pld.tensor.barrier(fence)          # every target holds its old rows
+        t = pld.tensor.all_to_all_v(x, t, sig, counts, rc)
+        pl.store(pl.load(t, [0, 0], [RC, W]), [0, 0], out)
+        got = pl.store(pl.load(rc, [0, 0], [NRc, 1]), [0, 0], got)
+        return got
+
+    @pl.jit
+    def a2av_chip(x: pl.Tensor[[RC, W], pl.FP32], counts: pl.Tensor[[NRc], pl.INT32],
+                  pre: pl.Tensor[[RC, W], pl.FP32], out: pl.Out[pl.Tensor[[RC, W], pl.FP32]],
+                  got: pl.Out[pl.Tensor[[NRc, 1], pl.INT32]],
+                  t: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]],
+                  rc: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]],
+                  sig: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]],
+                  fence: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]],
+                  fenced: pl.Scalar[pl.INT32]):
+        return a2av_kernel(x, counts, pre, out, got, t, rc, sig, fence, fenced)
+
+    @pl.jit.host
+    def a2av_main(xs: pl.Tensor[[NRc, RC, W], pl.FP32], counts: pl.Tensor[[NRc, NRc], pl.INT32],
+                  pres: pl.Tensor[[NRc, RC, W], pl.FP32],
+                  outs: pl.Out[pl.Tensor[[NRc, RC, W], pl.FP32]],
+                  gots: pl.Out[pl.Tensor[[NRc, NRc, 1], pl.INT32]], fenced: pl.Scalar[pl.INT32]):
+        tb = pld.alloc_window_buffer([RC, W], dtype=pl.FP32)
+        rb = pld.alloc_window_buffer([NRc, 1], dtype=pl.INT32)
+        sb = pld.alloc_window_buffer([NRc, 1], dtype=pl.INT32)
+        fb = pld.alloc_window_buffer([NRc, 1], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            a2av_chip(xs[r], counts[r], pres[r], outs[r], gots[r],
+                      pld.window(tb, [RC, W], dtype=pl.FP32),
+                      pld.window(rb, [NRc, 1], dtype=pl.INT32),
+                      pld.window(sb, [NRc, 1], dtype=pl.INT32),
+                      pld.window(fb, [NRc, 1], dtype=pl.INT32), fenced, device=r)
+        return outs
+
+    return a2av_main
+
+
+@pytest.mark.parametrize("n", WORLD_SIZES)
+def test_all_to_all_v_moves_clamped_counts_and_leaves_the_other_rows(n):
+    """A negative count moves nothing and reads 0 on the receiver; a count
+    above MAX_RECV moves MAX_RECV rows; the self slot is bounded like the
+    others; rows not sent keep their value."""
+    rng = np.random.default_rng(60 + n)
+    xs = rng.integers(1, 50, (n, n * CAP, W)).astype(np.float32)
+    pres = -rng.integers(1, 50, (n, n * CAP, W)).astype(np.float32)
+    counts = _counts(n)
+    outs = np.full_like(xs, np.nan)
+    gots = np.full((n, n, 1), -7, np.int32)
+    make_a2av_counts(n)(xs, counts, pres, outs, gots, 1, config=config_for(n))
+    _check_counts(n, xs, counts, outs, gots, pres)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_all_to_all_v_rows_not_sent_are_not_a_race(n):
+    """The race check counts only the rows a count moves as written: with
+    every count 0 or negative, a receiver that rewrites its target right
+    before the call (no barrier) races with nobody; with rows sent, the
+    same program races with the senders' pushes."""
+    rng = np.random.default_rng(70 + n)
+    xs = rng.integers(1, 50, (n, n * CAP, W)).astype(np.float32)
+    pres = -rng.integers(1, 50, (n, n * CAP, W)).astype(np.float32)
+    cfg = config_for(n, detect_races=True)
+    quiet = np.where(np.arange(n * n).reshape(n, n) % 2, 0, -3).astype(np.int32)
+    outs = np.full_like(xs, np.nan)
+    gots = np.full((n, n, 1), -7, np.int32)
+    make_a2av_counts(n)(xs, quiet, pres, outs, gots, 0, config=cfg)
+    _check_counts(n, xs, quiet, outs, gots, pres)
+    busy = np.full((n, n), CAP, np.int32)
+    with pytest.raises(DataRaceError) as e:
+        make_a2av_counts(n)(xs, busy, pres, outs, gots, 0, config=cfg)
+    assert "pld.tensor.all_to_all_v" in str(e.value) and "pl.store" in str(e.value)
