@@ -13,7 +13,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
-from tilecomm.errors import DataRaceError
+from tilecomm.errors import DataRaceError, RankFailure
 
 from programs_prims import WORLD_SIZES, config_for
 
@@ -293,3 +293,105 @@ def test_all_to_all_v_rows_not_sent_are_not_a_race(n):
     with pytest.raises(DataRaceError) as e:
         make_a2av_counts(n)(xs, busy, pres, outs, gots, 0, config=cfg)
     assert "pld.tensor.all_to_all_v" in str(e.value) and "pl.store" in str(e.value)
+
+
+# --------------------------------------------------------------- all_to_all_v core_num
+@functools.lru_cache(maxsize=None)
+def make_a2av_lanes(NRc, cores, stride):
+    RC = NRc * CAP
+
+    @pl.jit.incore
+    def stage_kernel(x: pl.Tensor[[RC, W], pl.FP32], counts: pl.Tensor[[NRc], pl.INT32],
+                     inp: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]],
+                     cnt: pl.InOut[pld.DistributedTensor[[NRc], pl.INT32]],
+                     pre: pl.Tensor[[RC, W], pl.FP32],
+                     t: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]]):
+        pl.store(pl.load(x, [0, 0], [RC, W]), [0, 0], inp)
+        pl.store(pl.load(pre, [0, 0], [RC, W]), [0, 0], t)
+        for i in pl.range(NRc):
+            pl.write(cnt, [i], pl.read(counts, [i]))
+        return inp
+
+    @pl.jit
+    def stage(x: pl.Tensor[[RC, W], pl.FP32], counts: pl.Tensor[[NRc], pl.INT32],
+              inp: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]],
+              cnt: pl.InOut[pld.DistributedTensor[[NRc], pl.INT32]],
+              pre: pl.Tensor[[RC, W], pl.FP32],
+              t: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]]):
+        return stage_kernel(x, counts, inp, cnt, pre, t)
+
+    @pl.jit.incore
+    def drain_kernel(out: pl.Out[pl.Tensor[[RC, W], pl.FP32]],
+                     got: pl.Out[pl.Tensor[[NRc, 1], pl.INT32]],
+                     t: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]],
+                     rc: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]]):
+        pl.store(pl.load(t, [0, 0], [RC, W]), [0, 0], out)
+        got = pl.store(pl.load(rc, [0, 0], [NRc, 1]), [0, 0], got)
+        return got
+
+    @pl.jit
+    def drain(out: pl.Out[pl.Tensor[[RC, W], pl.FP32]], got: pl.Out[pl.Tensor[[NRc, 1], pl.INT32]],
+              t: pl.InOut[pld.DistributedTensor[[RC, W], pl.FP32]],
+              rc: pl.InOut[pld.DistributedTensor[[NRc, 1], pl.INT32]]):
+        return drain_kernel(out, got, t, rc)
+
+    @pl.jit.host
+    def lanes_main(xs: pl.Tensor[[NRc, RC, W], pl.FP32], counts: pl.Tensor[[NRc, NRc], pl.INT32],
+                   pres: pl.Tensor[[NRc, RC, W], pl.FP32],
+                   outs: pl.Out[pl.Tensor[[NRc, RC, W], pl.FP32]],
+                   gots: pl.Out[pl.Tensor[[NRc, NRc, 1], pl.INT32]]):
+        ib = pld.alloc_window_buffer([RC, W], dtype=pl.FP32)
+        cb = pld.alloc_window_buffer([NRc], dtype=pl.INT32)
+        tb = pld.alloc_window_buffer([RC, W], dtype=pl.FP32)
+        rb = pld.alloc_window_buffer([NRc, 1], dtype=pl.INT32)
+        sb = pld.alloc_window_buffer([NRc, stride], dtype=pl.INT32)
+        fb = pld.alloc_window_buffer([NRc], dtype=pl.INT32)
+        for r in pl.range(pld.world_size()):
+            stage(xs[r], counts[r], pld.window(ib, [RC, W], dtype=pl.FP32),
+                  pld.window(cb, [NRc], dtype=pl.INT32), pres[r],
+                  pld.window(tb, [RC, W], dtype=pl.FP32), device=r)
+        # every target holds its old rows before any rank pushes
+        pld.barrier(pld.window(fb, [NRc], dtype=pl.INT32))
+        pld.tensor.all_to_all_v(pld.window(ib, [RC, W], dtype=pl.FP32),
+                                pld.window(tb, [RC, W], dtype=pl.FP32),
+                                pld.window(sb, [NRc, stride], dtype=pl.INT32),
+                                pld.window(cb, [NRc], dtype=pl.INT32),
+                                pld.window(rb, [NRc, 1], dtype=pl.INT32), core_num=cores)
+        for r in pl.range(pld.world_size()):
+            drain(outs[r], gots[r], pld.window(tb, [RC, W], dtype=pl.FP32),
+                  pld.window(rb, [NRc, 1], dtype=pl.INT32), device=r)
+        return outs
+
+    return lanes_main
+
+
+def _lanes_args(n, seed):
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(1, 50, (n, n * CAP, W)).astype(np.float32)
+    pres = -rng.integers(1, 50, (n, n * CAP, W)).astype(np.float32)
+    return xs, _counts(n), pres, np.full_like(xs, np.nan), np.full((n, n, 1), -7, np.int32)
+
+
+@pytest.mark.parametrize("cores", [1, 3, 5])
+@pytest.mark.parametrize("n", WORLD_SIZES)
+def test_host_all_to_all_v_on_several_blocks(n, cores):
+    """core_num=L launches B = L below the rank count, else a multiple of
+    it; a signal of B columns or more serves it, with the same result as
+    one block."""
+    blocks = cores if cores < n else cores // n * n
+    xs, counts, pres, outs, gots = _lanes_args(n, 90 + n + cores)
+    make_a2av_lanes(n, cores, blocks)(xs, counts, pres, outs, gots,
+                                      config=config_for(n, detect_races=True))
+    _check_counts(n, xs, counts, outs, gots, pres)
+
+
+@pytest.mark.parametrize("n", WORLD_SIZES)
+def test_a_signal_stride_below_the_block_count_is_a_run_time_error(n):
+    cores = 4
+    blocks = cores if cores < n else cores // n * n
+    xs, counts, pres, outs, gots = _lanes_args(n, 95 + n)
+    with pytest.raises(RankFailure) as e:
+        make_a2av_lanes(n, cores, blocks - 1)(xs, counts, pres, outs, gots,
+                                              config=config_for(n))
+    assert f"launches {blocks} AIV block(s)" in str(e.value)
+    assert f"{blocks - 1} column(s)" in str(e.value) and "TC503" in str(e.value)

@@ -1564,3 +1564,8 @@ def host_all_to_all_v_zero_nranks(xs: XS, ys: YS):
     r = pld.window(rbuf, [W, 1], dtype=SV)
     pld.all_to_all_v(i, t, s, r, nranks=0)  # E:TC313
     return ys
+
+
+@pl.jit.incore
+def k_all_to_all_v_lanes(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.all_to_all_v(x, win, sig, x, sig, core_num=2)  # E:TC222

@@ -401,6 +401,8 @@ CASES += [
     (B.host_broadcast_negative_root, "TC224", VALUE, "-1", ["non-negative", "got -1"]),
     (B.host_ergonomic_barrier_fp32, "TC204", TYPE, "pld.window(", ["INT32 window", "got FP32"]),
     (B.host_all_to_all_one_buffer, "TC221", VALUE, "a)", ["different buffers", "'wbuf'"]),
+    (B.k_all_to_all_v_lanes, "TC222", VALUE, "=^2)", ["only in a HOST orchestrator",
+                                                      "core_num=2"]),
     (B.host_all_to_all_v_zero_nranks, "TC313", VALUE, "=^0)", ["positive compile-time int",
                                                              "got 0"]),
 ]

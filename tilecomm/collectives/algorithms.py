@@ -372,20 +372,37 @@ def sent_rows(count, cap: int) -> int:
     return min(max(int(count), 0), cap)
 
 
-def all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc, host):
+def a2av_blocks(nranks: int, core_num: int) -> int:
+    """AIV blocks a HOST all_to_all_v asking for ``core_num`` launches: all of
+    them below the rank count, else a whole multiple of it (each block serves
+    the same number of peers)."""
+    return core_num if core_num < nranks else (core_num // nranks) * nranks
+
+
+def all_to_all_v(link, input, target, signal, send_counts, recv_counts, core_num, loc, host):
     # the plan holds recv_counts' cells: it is part of the key
     _cached(target, ("all_to_all_v", loc, signal, recv_counts), _all_to_all_v_plan,
-            link, input, target, signal, send_counts, recv_counts, loc, host).run(
+            link, input, target, signal, send_counts, recv_counts, core_num, loc, host).run(
         _local(input), _local(send_counts))
     return target
 
 
-def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, loc, host):
+def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, core_num, loc,
+                       host):
     name = "pld.tensor.all_to_all_v"
     _check_domain(name, signal, target, recv_counts, input if host else None,
                   send_counts if host and hasattr(send_counts, "buffer") else None)
     _check_mesh_signal(name, signal)
     n, me = signal.nranks, signal.rank
+    blocks = a2av_blocks(n, int(core_num))
+    stride = signal.shape[1] if len(signal.shape) == 2 else 1
+    if stride < blocks:
+        raise _fault(f"{name}: core_num={core_num} launches {blocks} AIV block(s) on a "
+                     f"{n}-rank comm domain, but signal '{signal.buffer.name}' has "
+                     f"{stride} column(s) (shape {list(signal.shape)}): each block needs its "
+                     f"own", hint=f"size the signal [NR, stride] with stride >= {blocks}")
+    # the blocks split the peers between them on the chip; the rows and counts
+    # they move are the same as one block's, so the CPU moves them at once
     t = _local(target)
     if t.shape[0] % n:
         raise _fault(f"{name}: target has {t.shape[0]} rows, not a multiple of the comm domain's "

@@ -119,7 +119,7 @@ def all_to_all(input, target, signal, host) -> list:
     return [*_inputs(input), *_rows_out(target, signal), _barrier(signal, 0, 1)]
 
 
-def all_to_all_v(input, target, signal, send_counts, recv_counts, host) -> list:
+def all_to_all_v(input, target, signal, send_counts, recv_counts, core_num, host) -> list:
     n, me = signal.nranks, signal.rank
     # this rank's count lands in element (me, 0) / (me,) of every member's recv_counts
     cols = recv_counts.shape[1] if len(recv_counts.shape) == 2 else 1

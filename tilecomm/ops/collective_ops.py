@@ -423,14 +423,18 @@ def _all_to_all(c):
 
 # ------------------------------------------------------------------ all_to_all_v
 @op("pld.tensor.all_to_all_v", where=WHERE, kernel=RankContext.all_to_all_v,
-    host=HostRuntime.all_to_all_v, effects=EFFECTS, collective=True,
+    host=HostRuntime.all_to_all_v, effects=EFFECTS, static=("core_num",), collective=True,
     raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220", "TC221",
-            "TC225", "TC226", "TC311", "TC502", "TC503", "TC507"))
-def all_to_all_v(input, target, signal, send_counts, recv_counts):
+            "TC222", "TC225", "TC226", "TC311", "TC502", "TC503", "TC507"))
+def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1):
     """Variable all-to-all over flat ``[NR*MAX_RECV, SIZE]`` layouts: the first
-    ``send_counts[dest]`` rows of block ``dest`` of ``input`` go to block
-    ``src`` of rank ``dest``'s ``target``; ``recv_counts[src, 0]`` says how many
-    rows of block ``src`` are valid (the rest are stale)."""
+    ``send_counts[dest]`` rows (clamped to ``[0, MAX_RECV]``) of block ``dest``
+    of ``input`` go to block ``src`` of rank ``dest``'s ``target``, whose
+    other rows keep their value; ``recv_counts[src, 0]`` holds the clamped
+    count.  In a HOST orchestrator ``core_num`` (L) asks for that many AIV
+    blocks; the call launches ``B = L`` if ``L < NR``, else ``(L // NR) * NR``,
+    and the signal ``[NR, stride]`` needs ``stride >= B`` (checked when the
+    call runs).  In a kernel ``core_num`` is 1."""
 
 
 @all_to_all_v.rule
@@ -452,9 +456,22 @@ def _all_to_all_v(c):
     if is_static(i.shape[1]) and is_static(t.shape[1]) and i.shape[1] != t.shape[1]:
         c.value_error(f"pld.tensor.all_to_all_v input and target must have the same SIZE "
                       f"(shape[1]); got {i.shape[1]} and {t.shape[1]}", code="TC208", at="target")
+    cores = c.const("core_num")
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores <= 0:
+        c.type_error(f"pld.tensor.all_to_all_v core_num must be a positive compile-time int, "
+                     f"got {cores!r}", code="TC222", at="core_num")
+    if c.kind != HOST and cores != 1:
+        c.value_error(f"pld.tensor.all_to_all_v core_num > 1 is supported only in a HOST "
+                      f"orchestrator; in a kernel it is 1 (got core_num={cores})",
+                      code="TC222", at="core_num")
+    if c.kind == HOST and _on_chip(c) and cores > c.platform.aiv_cores:
+        c.value_error(f"pld.tensor.all_to_all_v core_num ({cores}) exceeds the backend AIV "
+                      f"core count ({c.platform.aiv_cores}) of the {c.platform.name} platform",
+                      code="TC215", at="core_num",
+                      hint="platform=\"cpu\" lifts this limit")
     if len(s.shape) != 2:
         _shape_error(c, f"signal must be rank-2 [NR, 1]; got {describe(s)}")
-    if not is_static(s.shape[1]) or s.shape[1] != 1:
+    if not is_static(s.shape[1]) or cores == 1 and s.shape[1] != 1:
         _shape_error(c, f"signal shape[1] must be 1 (one cell per rank), got {s.shape[1]} "
                         f"({describe(s)}); {_RING_SHARED}", hint=_RING_HINT)
     nr = s.shape[0]
