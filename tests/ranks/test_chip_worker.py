@@ -85,16 +85,29 @@ def test_compile_kwargs_compile_for_the_config(transport):
     assert RunConfig(platform="a5").compile_kwargs()["platform"] == "a5"
 
 
+class CountingWorker(ChipWorker):
+    """Counts the calls that reach it."""
+
+    def __init__(self, *a, **kw):
+        self.calls = 0
+        super().__init__(*a, **kw)
+
+    def run(self, compiled, *args, config=None):
+        self.calls += 1
+        return super().run(compiled, *args, config=config)
+
+
 def test_chip_worker_runs_registers_and_serves_a_with_block():
     compiled = ir.compile(Doubler)
     x = _x(1)
-    with ChipWorker(config=RunConfig()) as w:
+    with CountingWorker(config=RunConfig()) as w:
         assert ChipWorker.current() is w and w.initialized
         y = np.zeros_like(x)
         assert w.run(compiled, x, y) is y
         np.testing.assert_array_equal(y, 2 * x)
         y2 = compiled(x)                                     # found through the with block
         np.testing.assert_array_equal(y2, 2 * x)
+        assert w.calls == 2
         with w.register(compiled) as h:
             np.testing.assert_array_equal(h(_x(2)), 2 * _x(2))
             assert h.cid == 0 and not h.closed
@@ -109,7 +122,9 @@ def test_chip_worker_runs_registers_and_serves_a_with_block():
     with pytest.raises(RuntimeFault) as e:
         w.run(compiled, x)
     assert e.value.code == "TC413"
+    calls = w.calls
     np.testing.assert_array_equal(compiled(x), 2 * x)        # one-shot again
+    assert w.calls == calls
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
