@@ -136,8 +136,8 @@ class CallParsing(DispatchChecks):
             c.static_params()
         except SkipCheck:
             t = ANY
-        if record.expands is not None:
-            return self._expanded(extra.get("expand"), node, span)
+        if record.expands is not None and "expand" in extra:
+            return self._expanded(extra.pop("expand"), node, span)
         if record.value is not None:
             extra["const"] = record.value(self.b.world)
         if record.declares_buffer and t is not ANY:
@@ -151,9 +151,9 @@ class CallParsing(DispatchChecks):
     def _expanded(self, expand, node, span):
         """A form of another op (``OpRecord.expands``) as the call of that op its
         rule named: its arguments (defaults filled in), plus the signal window
-        the form allocates for the caller."""
-        if expand is None:                 # its rule could not check the call
-            return N.Call(ANY, span, pl_ops.const.record, {}, {})
+        the form allocates for the caller.  (A form whose rule could not check
+        the call -- an operand already in error -- stays as it is: the program
+        does not compile.)"""
         target, given, synth = expand
         hoisted, buffers = len(self.hoisted), len(self.b.buffers)
         if synth is not None:
