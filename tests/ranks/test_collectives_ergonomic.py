@@ -6,6 +6,7 @@ reused every round, as is a mesh allreduce's synthesized one); the race
 check sees their signals like any window (a racy use reported, its fenced
 twin clean)."""
 import functools
+import pathlib
 
 import numpy as np
 import pytest
@@ -318,7 +319,7 @@ def test_the_race_check_sees_an_ergonomic_collectives_signal(n):
     with pytest.raises(DataRaceError) as e:
         make_scatter_then_read(n, False)(rows, o, config=config_for(n, detect_races=True))
     text = str(e.value)
-    here = open(__file__, encoding="utf-8").read().splitlines()
+    here = pathlib.Path(__file__).read_text(encoding="utf-8").splitlines()
     for tag in ("# rs-call", "# peer-read"):
         line = next(i + 1 for i, ln in enumerate(here) if ln.endswith(tag))
         assert f"test_collectives_ergonomic.py:{line}" in text, (tag, text)
