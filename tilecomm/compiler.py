@@ -38,6 +38,7 @@ from .runtime.config import RunConfig
 from .runtime.executable import (BufferInfo, EntryInfo, Executable, FunctionInfo, KernelImage, Param,
                                  ProgramInfo, to_numpy)
 from .runtime.worker import builds
+from .runtime.worker.chip_worker import active_worker
 from .runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .runtime.controller.run import launch
 from .runtime.worker.distributed_worker import DistributedWorker
@@ -459,6 +460,9 @@ class CompiledProgram:
 
     @entry_point
     def __call__(self, *args, config=None):
+        worker = active_worker(self.platform)
+        if worker is not None:          # inside ``with ChipWorker(...):`` it runs there
+            return worker.run(self, *args, config=config)
         given, args = args, self.complete_args(args)
         for a in args:
             if isinstance(a, (DeviceTensor, StackedDeviceTensor)):

@@ -331,6 +331,8 @@ CODES = {
     "TC310": "alloc_window_buffer inside a loop",
     "TC311": "HOST collective not allowed inside a loop or a larger expression",
     "TC312": "allreduce signal omitted where it cannot be synthesized, or passed as None",
+    "TC313": "an ergonomic collective's rank count (nranks) missing where its signal needs it, "
+             "given where nothing uses it, or not a positive compile-time int",
     "TC330": "task scope misuse (pl.at / pl.spmd / pl.manual_scope form, placement, nesting, "
              "deps)",
     "TC331": "pld.system.defer_wait outside a dedicated pl.at(CORE_GROUP) waiter, or a waiter "
@@ -342,7 +344,8 @@ CODES = {
     "TC410": "host arguments do not match the program",
     "TC411": "host argument of the wrong type",
     "TC412": "output argument is read-only",
-    "TC413": "DistributedWorker used after close()",
+    "TC413": "a worker (DistributedWorker, ChipWorker) used after close(), or a registration "
+             "handle after unregister()",
     "TC414": "argument not accepted by this call (foreign or freed device tensor; device tensor "
              "in a one-shot call)",
     "TC415": "program not registered with this DistributedWorker",
@@ -355,6 +358,9 @@ CODES = {
     "TC421": "invalid run-handle timeout",
     "TC422": "return-style call cannot allocate an output with dynamic dimensions",
     "TC423": "callbacks name no SubWorker of the prepared programs",
+    "TC427": "ChipWorker or benchmark misuse (a level other than 2, a program of another "
+             "platform, a second active worker for one device, options that exclude each "
+             "other, no positive round count)",
     "TC426": "a submitted call stopped by the failure of another call in flight",
     "TC425": "a SubWorker declared with a `...` body has no callback bound",
     "TC424": "a program with several orchestration functions called without naming one",
@@ -511,6 +517,8 @@ FIXES = {
              "explicit signal allocated before the loop)",
     "TC312": "pass an explicit signal window, or drop signal= entirely on a HOST mesh "
              "allreduce so one is synthesized",
+    "TC313": "pass nranks=<the program's rank count> (a literal int) to pld.all_reduce("
+             "mode=\"ring\") or pld.all_to_all_v, and leave it out of a mesh pld.all_reduce",
     "TC330": "write tasks in the documented forms: `with pl.at(level=pl.Level.CORE_GROUP, "
              "deps=[...]) as tid:` or `for i in pl.spmd(n):` inside a @pl.jit function, deps "
              "naming TaskIds",
@@ -548,6 +556,8 @@ FIXES = {
     "TC423": "name SubWorkers that the prepared programs declare (the message lists them)",
     "TC424": "select one orchestration function: compiled[\"name\"] or compiled.name",
     "TC425": "bind the SubWorker with prepare(callbacks={\"name\": fn}), or give it a body",
+    "TC427": "construct ChipWorker(config=RunConfig(platform=...)) for the program's platform, "
+             "enter one worker per device, and pass benchmark either config= or platform=",
     "TC426": "look at the error of the call before it, which stopped this one, and fix that",
     "TC440": "give the run-artefact fields of RunConfig their documented types",
     "TC441": "drop enable_pmu: the CPU has no PMU counters to read",

@@ -12,6 +12,11 @@ after one change: the imports.  In PyPTO they read
 and below they name tilecomm instead.  Every rank stages its row, the ranks
 meet at a barrier of AtomicAdd notifies, and each adds every peer's row to
 its own (remote_load), plus its rank number.
+
+The second program is written as PyPTO's newer programs are: the config
+comes from ``pypto.ir`` (here ``tilecomm.ir``) and the HOST orchestrator
+calls the ergonomic collectives ``pld.all_reduce`` and ``pld.all_gather``,
+whose signals are allocated for it.
 Run: python examples/tutorials/09_porting.py --ranks 3
 """
 import argparse
@@ -21,7 +26,7 @@ import numpy as np
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from tilecomm import ir
-from tilecomm.runtime import DistributedConfig
+from tilecomm.ir import DistributedConfig
 
 NR = pl.dynamic("NR")
 S = 8
@@ -69,6 +74,57 @@ class RowSum:
         return ys
 
 
+@pl.program
+class Summed:
+    @pl.function(type=pl.FunctionType.InCore)
+    def publish_step(self, x: pl.Tensor[[1, S], pl.FP32],
+                     data: pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]]
+                     ) -> pld.DistributedTensor[[1, S], pl.FP32]:
+        data = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], data)
+        return data
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def publish(self, x: pl.Tensor[[1, S], pl.FP32],
+                data: pl.InOut[pld.DistributedTensor[[1, S], pl.FP32]]
+                ) -> pld.DistributedTensor[[1, S], pl.FP32]:
+        return self.publish_step(x, data)
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def consume_step(self, table: pl.InOut[pld.DistributedTensor[[NR, S], pl.FP32]],
+                     out: pl.Out[pl.Tensor[[NR, S], pl.FP32]]) -> pl.Tensor[[NR, S], pl.FP32]:
+        out = pl.store(pl.load(table, [0, 0], [NR, S]), [0, 0], out)
+        return out
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def consume(self, table: pl.InOut[pld.DistributedTensor[[NR, S], pl.FP32]],
+                out: pl.Out[pl.Tensor[[NR, S], pl.FP32]]) -> pl.Tensor[[NR, S], pl.FP32]:
+        return self.consume_step(table, out)
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def main(self, xs: pl.Tensor[[NR, 1, S], pl.FP32],
+             outs: pl.Out[pl.Tensor[[NR, NR, S], pl.FP32]]):
+        data_buf = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+        table_buf = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
+        for r in pl.range(pld.world_size()):
+            self.publish(xs[r], pld.window(data_buf, [1, S], dtype=pl.FP32), device=r)
+        data = pld.window(data_buf, [1, S], dtype=pl.FP32)
+        data = pld.all_reduce(data, op=pld.ReduceOp.Sum)        # its signal made for it
+        table = pld.window(table_buf, [NR, S], dtype=pl.FP32)
+        table = pld.all_gather(data, table)                     # every rank's sum, one row each
+        for r in pl.range(pld.world_size()):
+            self.consume(table, outs[r], device=r)
+        return outs
+
+
+def run_summed(nr: int) -> np.ndarray:
+    compiled = ir.compile(Summed, distributed_config=DistributedConfig(device_ids=list(range(nr))))
+    xs = np.random.default_rng(nr + 1).integers(-20, 20, (nr, 1, S)).astype(np.float32)
+    outs = np.zeros((nr, nr, S), np.float32)
+    compiled(xs, outs)
+    np.testing.assert_array_equal(outs, np.broadcast_to(xs.sum(axis=0), outs.shape))
+    return outs
+
+
 def run(nr: int) -> np.ndarray:
     compiled = ir.compile(RowSum, distributed_config=DistributedConfig(device_ids=list(range(nr))))
     xs = np.random.default_rng(nr).integers(-20, 20, (nr, 1, S)).astype(np.float32)
@@ -85,4 +141,6 @@ if __name__ == "__main__":
     args = ap.parse_args()
     ys = run(args.ranks)
     print(f"{args.ranks} ranks: rank 0 holds {ys[0, 0, :4].tolist()}...")
+    outs = run_summed(args.ranks)
+    print(f"all_reduce then all_gather: every row of rank 0 is {outs[0, 0, :4].tolist()}...")
     print("OK")

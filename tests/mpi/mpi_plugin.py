@@ -42,7 +42,10 @@ FORK_ONLY = ("test_examples.py", "test_threads_signals.py", "test_shm_resources.
 # over RMA refuses the check before any rank runs (test_mpi_races.py shows
 # the refusal), so these are left out there
 RACE_CHECKED = ("test_races.py", "test_race_config.py",
-                "test_site_paths.py::test_the_race_check_sees_call_site_loads_and_stores")
+                "test_site_paths.py::test_the_race_check_sees_call_site_loads_and_stores",
+                "test_collectives_ergonomic.py::test_the_race_check_sees",
+                "test_collectives_gaps.py::test_all_to_all_v_rows_not_sent_are_not_a_race",
+                "test_collectives_gaps.py::test_host_all_to_all_v_on_several_blocks")
 
 
 def control_over_rma() -> bool:

@@ -131,6 +131,17 @@ def k_get_plain_src(x: X, y: Y, win: WIN, sig: SIG):
 
 
 @pl.jit.incore
+def k_tile_put_stage_tensor(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tile.put(win, 0, x, x)  # E:TC102
+
+
+@pl.jit.incore
+def k_tile_get_stage_dtype(x: X, y: Y, win: WIN, sig: SIG):
+    st = pl.tile.create([R, C], dtype=pl.FP16)
+    pld.tile.get(y, 0, win, st)  # E:TC204
+
+
+@pl.jit.incore
 def k_comm_ctx_plain(x: X, y: Y, win: WIN, sig: SIG):
     ctx = pld.get_comm_ctx(x)  # E:TC101
 
@@ -918,11 +929,6 @@ def host_float_index(xs: XS, ys: YS):
 
 # ---------------------------------------------------------------- collectives
 @pl.jit.incore
-def k_reduce_scatter_max(x: X, y: Y, win: WIN, sig: SIG):
-    pld.tensor.reduce_scatter(win, sig, op=pld.ReduceOp.Max)  # E:TC219
-
-
-@pl.jit.incore
 def k_allreduce_ring_mesh_signal(x: X, y: Y, win: WIN, sig: SIG):
     win = pld.tensor.allreduce(win, sig, mode="ring")  # E:TC220
 
@@ -965,18 +971,6 @@ def k_all_to_all_v_float_counts(x: X, y: Y, win: WIN, sig: SIG):
 @pl.jit.incore
 def k_barrier_fp32(x: X, y: Y, win: WIN, sig: SIG):
     pld.tensor.barrier(win)  # E:TC204
-
-
-@pl.jit.host
-def host_synthesized_signal_in_loop(xs: XS, ys: YS):
-    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
-    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
-    for r in pl.range(pld.world_size()):
-        ok_chip(xs[r], ys[r], pld.window(wbuf, [R, C], dtype=pl.FP32),
-                pld.window(sbuf, [W, 1], dtype=pl.INT32), device=r)
-    for i in pl.range(2):
-        pld.tensor.allreduce(pld.window(wbuf, [R, C], dtype=pl.FP32))  # E:TC311
-    return ys
 
 
 # HOST collectives: windows made in the HOST body; W ranks, every operand in one
@@ -1508,3 +1502,70 @@ def host_block_idx(xs: XS, ys: YS):
 def k_array_zero(x: X, y: Y, win: WIN, sig: SIG):
     tids = pl.array.create(0, pl.TASK_ID)  # E:TC210
     return y
+
+
+# ------------------------------------------------------------------ ergonomic collectives
+@pl.jit.host
+def host_all_reduce_ring_no_nranks(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    pld.all_reduce(pld.window(wbuf, [R, C], dtype=pl.FP32), mode="ring")  # E:TC313
+    return ys
+
+
+@pl.jit.host
+def host_all_reduce_mesh_nranks(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    pld.all_reduce(pld.window(wbuf, [R, C], dtype=pl.FP32), nranks=2)  # E:TC313
+    return ys
+
+
+@pl.jit.incore
+def k_all_gather(x: X, y: Y, win: WIN, sig: SIG):
+    pld.all_gather(win, win)  # E:TC301
+
+
+@pl.jit.host
+def host_reduce_scatter_plain(xs: XS, ys: YS):
+    pld.reduce_scatter(xs[0])  # E:TC101
+    return ys
+
+
+@pl.jit.host
+def host_broadcast_negative_root(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([R, C], dtype=pl.FP32)
+    pld.broadcast(pld.window(wbuf, [R, C], dtype=pl.FP32), root=-1)  # E:TC224
+    return ys
+
+
+@pl.jit.host
+def host_ergonomic_barrier_fp32(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([W], dtype=pl.FP32)
+    pld.barrier(pld.window(wbuf, [W], dtype=pl.FP32))  # E:TC204
+    return ys
+
+
+@pl.jit.host
+def host_all_to_all_one_buffer(xs: XS, ys: YS):
+    wbuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    a = pld.window(wbuf, [W, C], dtype=pl.FP32)
+    pld.all_to_all(a, a)  # E:TC221
+    return ys
+
+
+@pl.jit.host
+def host_all_to_all_v_zero_nranks(xs: XS, ys: YS):
+    ibuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    tbuf = pld.alloc_window_buffer([W, C], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([W], dtype=SV)
+    rbuf = pld.alloc_window_buffer([W, 1], dtype=SV)
+    i = pld.window(ibuf, [W, C], dtype=pl.FP32)
+    t = pld.window(tbuf, [W, C], dtype=pl.FP32)
+    s = pld.window(sbuf, [W], dtype=SV)
+    r = pld.window(rbuf, [W, 1], dtype=SV)
+    pld.all_to_all_v(i, t, s, r, nranks=0)  # E:TC313
+    return ys
+
+
+@pl.jit.incore
+def k_all_to_all_v_lanes(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.all_to_all_v(x, win, sig, x, sig, core_num=2)  # E:TC222

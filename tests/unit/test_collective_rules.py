@@ -390,6 +390,45 @@ def test_chip_host_builtins_move_fp32_only(platform, name):
 
 
 @pytest.mark.parametrize("platform", CHIPS)
+@pytest.mark.parametrize("op", ["Max", "Min", "Prod"])
+def test_chip_host_reduce_scatter_reduces_by_sum_only(platform, op):
+    rop = getattr(pld.ReduceOp, op)
+
+    @pl.jit.host
+    def main(xs: pl.Tensor[[2, C], pl.FP32]):
+        rows = pld.alloc_window_buffer([2, C], dtype=pl.FP32)
+        pld.reduce_scatter(pld.window(rows, [2, C], dtype=pl.FP32), op=rop)
+        return xs
+
+    main.args = (np.zeros((2, C), np.float32),)
+    _chip_then_cpu(main, 2, platform, ["HOST pld.tensor.reduce_scatter supports only "
+                                       "ReduceOp.Sum", f"got ReduceOp.{op}"])
+
+
+@pytest.mark.parametrize("platform", CHIPS)
+def test_chip_all_to_all_v_lanes_are_bounded_by_the_aiv_cores(platform):
+    from tilecomm.runtime.config import PLATFORMS
+    cores = PLATFORMS[platform].aiv_cores + 1
+
+    @pl.jit.host
+    def main(xs: pl.Tensor[[2, C], pl.FP32]):
+        i = pld.alloc_window_buffer([2, C], dtype=pl.FP32)
+        t = pld.alloc_window_buffer([2, C], dtype=pl.FP32)
+        s = pld.alloc_window_buffer([2, cores], dtype=pl.INT32)
+        sc = pld.alloc_window_buffer([2], dtype=pl.INT32)
+        rc = pld.alloc_window_buffer([2, 1], dtype=pl.INT32)
+        pld.tensor.all_to_all_v(pld.window(i, [2, C], dtype=pl.FP32),
+                                pld.window(t, [2, C], dtype=pl.FP32),
+                                pld.window(s, [2, cores], dtype=pl.INT32),
+                                pld.window(sc, [2], dtype=pl.INT32),
+                                pld.window(rc, [2, 1], dtype=pl.INT32), core_num=cores)
+        return xs
+
+    main.args = (np.zeros((2, C), np.float32),)
+    _chip_then_cpu(main, 2, platform, [f"core_num ({cores}) exceeds the backend AIV core count"])
+
+
+@pytest.mark.parametrize("platform", CHIPS)
 def test_chip_all_to_all_v_moves_fp32_only(platform):
     _chip_then_cpu(host_a2av(2, dt=pl.FP16), 2, platform,
                    ["HOST pld.tensor.all_to_all_v supports only FP32", "got FP16"])

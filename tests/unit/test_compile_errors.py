@@ -133,6 +133,8 @@ CASES = [
     (B.k_put_plain_dst, "TC101", TYPE, "y, 0", ["DistributedTensor dst", "got Tensor"]),
     (B.k_get_plain_src, "TC101", TYPE, "x)", ["DistributedTensor src", "got Tensor"]),
     (B.k_comm_ctx_plain, "TC101", TYPE, "x)", ["DistributedTensor", "got Tensor"]),
+    (B.k_tile_put_stage_tensor, "TC102", TYPE, "x)", ["stage must be a Tile", "got Tensor"]),
+    (B.k_tile_get_stage_dtype, "TC204", TYPE, "st)", ["stage dtype FP16", "FP32"]),
     (B.k_tensor_store_window_src, "TC102", TYPE, "win, win",
      ["Tensor src", "got DistributedTensor"]),
     (B.k_tile_store_tensor_src, "TC102", TYPE, "x, win", ["Tile src_tile", "got Tensor"]),
@@ -266,8 +268,6 @@ CASES = [
     (B.host_input_to_chip_inout, "TC228", TYPE, "xs[r]",
      ["'xs' is an input", "parameter 'acc' of inout_chip", "pl.InOut"]),
     # collectives
-    (B.k_reduce_scatter_max, "TC219", VALUE, "pld.ReduceOp.Max", ["must be ReduceOp.Sum",
-                                                                  "ReduceOp.Max"]),
     (B.k_allreduce_ring_mesh_signal, "TC220", VALUE, "sig,", ["ring", "[2*(NR-1), NR]",
                                                               "[2, 1]"]),
     (B.k_broadcast_same_buffer, "TC221", VALUE, "sig, root", ["target and signal",
@@ -281,8 +281,6 @@ CASES = [
     (B.k_all_to_all_v_float_counts, "TC204", TYPE, "x, sig)", ["send_counts must be INT32",
                                                                "got FP32"]),
     (B.k_barrier_fp32, "TC204", TYPE, "win)", ["INT32 window", "got FP32"]),
-    (B.host_synthesized_signal_in_loop, "TC311", VALUE, "pld.tensor.allreduce(",
-     ["without a signal", "for/while loop"]),
     # collectives: operands of a HOST builtin
     (B.host_collective_plain_tensor, "TC101", TYPE, "xs[0]",
      ["window-bound DistributedTensor (a view of an alloc_window_buffer)",
@@ -391,6 +389,22 @@ CASES += [
     (B.host_block_idx, "TC301", SYNTAX, "pl.get_block_idx(", ["InCore kernel",
                                                                "HOST orchestrator"]),
     (B.k_array_zero, "TC210", VALUE, "0,", ["positive", "got 0"]),
+]
+
+CASES += [
+    # ergonomic collectives: their own contract, and the collective's rules at their call
+    (B.host_all_reduce_ring_no_nranks, "TC313", VALUE, '"ring"', ["needs nranks=", "ring signal"]),
+    (B.host_all_reduce_mesh_nranks, "TC313", VALUE, "=^2)", ["ring signal only", "mesh"]),
+    (B.k_all_gather, "TC301", SYNTAX, "pld.all_gather(", ["HOST orchestrator", "InCore kernel"]),
+    (B.host_reduce_scatter_plain, "TC101", TYPE, "xs[0]",
+     ["window-bound DistributedTensor", "got Tensor[2, 8]"]),
+    (B.host_broadcast_negative_root, "TC224", VALUE, "-1", ["non-negative", "got -1"]),
+    (B.host_ergonomic_barrier_fp32, "TC204", TYPE, "pld.window(", ["INT32 window", "got FP32"]),
+    (B.host_all_to_all_one_buffer, "TC221", VALUE, "a)", ["different buffers", "'wbuf'"]),
+    (B.k_all_to_all_v_lanes, "TC222", VALUE, "=^2)", ["only in a HOST orchestrator",
+                                                      "core_num=2"]),
+    (B.host_all_to_all_v_zero_nranks, "TC313", VALUE, "=^0)", ["positive compile-time int",
+                                                             "got 0"]),
 ]
 
 CASES += BP.CASES

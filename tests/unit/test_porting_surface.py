@@ -12,8 +12,10 @@ UPSTREAM_NAMES = {
         "DistributedCompiledProgram", "DistributedConfig", "DeviceTensor", "StackedDeviceTensor",
         "CallArg", "Role", "Level", "ParamDirection"],
     "tilecomm.runtime": ["RunConfig", "DistributedConfig", "DistributedWorker", "DeviceTensor",
-                         "StackedDeviceTensor"],
-    "tilecomm.ir": ["compile"],
+                         "StackedDeviceTensor", "ChipWorker", "RegistrationHandle", "benchmark",
+                         "BenchmarkStats"],
+    "tilecomm.ir": ["compile", "CompiledProgram", "DistributedCompiledProgram",
+                    "DistributedConfig"],
 }
 
 

@@ -118,6 +118,10 @@ EXAMPLES = {
     "remote_store": (lambda c, w: c.remote_store(tile(), w, 1, [1, 0]), ("remote", WRITE)),
     "put": (lambda c, w: c.put(w, 1, np.ones(SHAPE, np.float32)), ("remote", WRITE)),
     "get": (lambda c, w: c.get(np.zeros(SHAPE, np.float32), 1, w), ("remote", READ)),
+    "tile_put": (lambda c, w: c.tile_put(w, 1, np.ones(SHAPE, np.float32), tile()),
+                 ("remote", WRITE)),
+    "tile_get": (lambda c, w: c.tile_get(np.zeros(SHAPE, np.float32), 1, w, tile()),
+                 ("remote", READ)),
 }
 
 # the lowering's own forms, recorded like ops

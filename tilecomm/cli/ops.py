@@ -42,6 +42,8 @@ def facts(rec) -> list:
         out.append(("compile-time constants", ", ".join(rec.static)))
     if rec.collective:
         out.append(("", COLLECTIVE_NOTE))
+    if rec.expands is not None:
+        out.append(("runs as", f"{rec.expands.name}, whose checks, effects and errors apply"))
     return out
 
 
@@ -59,6 +61,9 @@ def raised(rec) -> list:
     """(code, meaning) of every error a call of ``rec`` can raise: the op's
     own codes, then those of any op call."""
     own = [(code, CODES[code]) for code in rec.raises]
+    if rec.expands is not None:           # a form: the op it becomes raises its own too
+        own += [(code, f"{CODES[code]} (as {rec.expands.name})")
+                for code in rec.expands.raises if code not in rec.raises]
     return own + [(code, f"{CODES[code]} (any op)") for code in EVERY_CALL_RAISES]
 
 

@@ -366,26 +366,50 @@ def _exchange_plan(name, coll, rows_for, link, source, target, signal, loc, host
     return Steps([(_barrier(link, signal, name, coll, loc, 1), [push])])
 
 
-def all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc, host):
+def sent_rows(count, cap: int) -> int:
+    """Rows all_to_all_v moves for a send count: the count clamped to
+    ``[0, MAX_RECV]``."""
+    return min(max(int(count), 0), cap)
+
+
+def a2av_blocks(nranks: int, core_num: int) -> int:
+    """AIV blocks a HOST all_to_all_v asking for ``core_num`` launches: all of
+    them below the rank count, else a whole multiple of it (each block serves
+    the same number of peers)."""
+    return core_num if core_num < nranks else (core_num // nranks) * nranks
+
+
+def all_to_all_v(link, input, target, signal, send_counts, recv_counts, core_num, loc, host):
     # the plan holds recv_counts' cells: it is part of the key
     _cached(target, ("all_to_all_v", loc, signal, recv_counts), _all_to_all_v_plan,
-            link, input, target, signal, send_counts, recv_counts, loc, host).run(
+            link, input, target, signal, send_counts, recv_counts, core_num, loc, host).run(
         _local(input), _local(send_counts))
     return target
 
 
-def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, loc, host):
+def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, core_num, loc,
+                       host):
     name = "pld.tensor.all_to_all_v"
     _check_domain(name, signal, target, recv_counts, input if host else None,
                   send_counts if host and hasattr(send_counts, "buffer") else None)
     _check_mesh_signal(name, signal)
     n, me = signal.nranks, signal.rank
+    blocks = a2av_blocks(n, int(core_num))
+    stride = signal.shape[1] if len(signal.shape) == 2 else 1
+    if stride < blocks:
+        raise _fault(f"{name}: core_num={core_num} launches {blocks} AIV block(s) on a "
+                     f"{n}-rank comm domain, but signal '{signal.buffer.name}' has "
+                     f"{stride} column(s) (shape {list(signal.shape)}): each block needs its "
+                     f"own", hint=f"size the signal [NR, stride] with stride >= {blocks}")
+    # the blocks split the peers between them on the chip; the rows and counts
+    # they move are the same as one block's, so the CPU moves them at once
     t = _local(target)
     if t.shape[0] % n:
         raise _fault(f"{name}: target has {t.shape[0]} rows, not a multiple of the comm domain's "
                      f"{n} rank(s)", code="TC502")
     cap = t.shape[0] // n                # MAX_RECV rows per source
-    block = cap * (t.size // t.shape[0])
+    row = t.size // t.shape[0]
+    block = cap * row
     if recv_counts.shape[0] < n:
         raise _fault(f"{name}: recv_counts needs one entry per rank of the {n}-rank comm "
                      f"domain; it has {recv_counts.shape[0]}", code="TC502")
@@ -393,7 +417,7 @@ def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, lo
     set_cell = link.transport.signal
     offs = (me, 0) if len(recv_counts.shape) == 2 else (me,)
     cells = [link.cell_of(recv_counts, d, offs, name) for d in range(n)]
-    lo, hi = me * block, (me + 1) * block
+    lo = me * block
 
     def push(src, counts):
         src, counts = src.reshape(-1), counts.reshape(-1)
@@ -401,9 +425,19 @@ def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, lo
             raise _fault(f"{name}: input has {src.size} elements (target {t.size}) and "
                          f"send_counts {counts.size} (domain {n}); input is [NR*MAX_RECV, SIZE] "
                          f"and send_counts [NR]", code="TC502")
+        blocks = src.reshape(n, block)
         for dest in range(n):
-            set_cell(cells[dest], NOTIFY_SET, min(int(counts[dest]), cap))  # a count, not a credit
-        # the full MAX_RECV-row block goes, whatever the count: rows past it are stale
-        _deliver(data, lo, hi, src.reshape(n, block))
+            # the count is clamped to [0, MAX_RECV] on both sides: the receiver
+            # reads the clamped value, and only that many rows move (the self
+            # slot too); the rows past it keep what the target held
+            k = sent_rows(counts[dest], cap)
+            set_cell(cells[dest], NOTIFY_SET, k)                 # a count, not a credit
+            if not k:
+                continue
+            part = blocks[dest, :k * row]
+            if dest == me:
+                np.copyto(data.local[lo:lo + k * row], part)
+            else:
+                data.write(dest, lo, lo + k * row, part)
 
     return Steps([(_barrier(link, signal, name, ALL_TO_ALL_V, loc, 1), [push])])

@@ -27,7 +27,8 @@ Where each collective synchronises on the chip:
   overwrites its copy after the call races with a slow reader;
 * allgather / all_to_all / all_to_all_v: this rank's row (block) written into
   every member's copy *before* the only barrier -- a member that still
-  reads its target from earlier work races with a peer's entry;
+  reads its target from earlier work races with a peer's entry; all_to_all_v
+  writes only the rows its (clamped) send count moves;
 * barrier: one generation.
 
 A window operand read as plain input (a HOST call's ``local_data`` /
@@ -36,7 +37,7 @@ first barrier.
 """
 from __future__ import annotations
 
-from .algorithms import HOST_TILE
+from .algorithms import HOST_TILE, sent_rows
 from .data import split
 from .protocol import mesh_offsets
 
@@ -118,13 +119,20 @@ def all_to_all(input, target, signal, host) -> list:
     return [*_inputs(input), *_rows_out(target, signal), _barrier(signal, 0, 1)]
 
 
-def all_to_all_v(input, target, signal, send_counts, recv_counts, host) -> list:
-    me = signal.rank
+def all_to_all_v(input, target, signal, send_counts, recv_counts, core_num, host) -> list:
+    n, me = signal.nranks, signal.rank
     # this rank's count lands in element (me, 0) / (me,) of every member's recv_counts
     cols = recv_counts.shape[1] if len(recv_counts.shape) == 2 else 1
     counts = _each("write", recv_counts, me * cols, me * cols + 1)
-    return [*_inputs(input, send_counts), *counts, *_rows_out(target, signal),
-            _barrier(signal, 0, 1)]
+    # block ``me`` of member m's target: only the first sent_rows(count) rows move
+    rows = target.local.shape[0]
+    row, cap = _size(target) // rows, rows // n
+    sent = getattr(send_counts, "local", send_counts).reshape(-1)
+    lo = me * cap * row
+    blocks = [("write", target, m, lo, lo + sent_rows(sent[m] if m < sent.size else 0, cap) * row)
+              for m in range(n)]
+    return [*_inputs(input, send_counts), *counts,
+            *(b for b in blocks if b[4] > b[3]), _barrier(signal, 0, 1)]
 
 
 __all__ = ["allgather", "allreduce", "all_to_all", "all_to_all_v", "barrier", "broadcast",

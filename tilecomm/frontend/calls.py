@@ -7,7 +7,7 @@ import ast
 import inspect
 
 from ..dtypes import DataType
-from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError
+from ..errors import ProgramSyntaxError, ProgramTypeError, ProgramValueError, UserError
 from ..ir import nodes as N
 from ..ir import walk
 from ..ir.types import (ANY, CommCtxType, NONE, PtrType,
@@ -136,6 +136,8 @@ class CallParsing(DispatchChecks):
             c.static_params()
         except SkipCheck:
             t = ANY
+        if record.expands is not None and "expand" in extra:
+            return self._expanded(extra.pop("expand"), node, span)
         if record.value is not None:
             extra["const"] = record.value(self.b.world)
         if record.declares_buffer and t is not ANY:
@@ -146,10 +148,39 @@ class CallParsing(DispatchChecks):
             args[synth[0]] = self._synthesized_window(record, *synth, span)
         return N.Call(t, span, record, args, extra)
 
+    def _expanded(self, expand, node, span):
+        """A form of another op (``OpRecord.expands``) as the call of that op its
+        rule named: its arguments (defaults filled in), plus the signal window
+        the form allocates for the caller.  (A form whose rule could not check
+        the call -- an operand already in error -- stays as it is: the program
+        does not compile.)"""
+        target, given, synth = expand
+        hoisted, buffers = len(self.hoisted), len(self.b.buffers)
+        if synth is not None:
+            given = dict(given)
+            given[synth[0]] = self._synthesized_window(target, *synth, span)
+        args = {}
+        for name, p in target.signature.parameters.items():
+            if name in given:
+                args[name] = given[name]
+            elif p.default is not p.empty:
+                args[name] = self._const(p.default, span)
+        try:
+            return self._op_call(target, args, node, set(given))
+        except UserError:
+            # the call is reported; its signal must not be reported as unused
+            del self.hoisted[hoisted:]
+            for buf in self.b.buffers[buffers:]:
+                del self.b.buffer_names[buf.name]
+            del self.b.buffers[buffers:]
+            raise
+
     def _synthesized_window(self, record, param, shape, dtype, span):
         """A window operand the rule asked for (the HOST allreduce's omitted
-        signal): a buffer of its own, allocated where the call runs, so every
-        execution of the call gets a fresh zero-filled one."""
+        signal, an ergonomic collective's signal): a buffer of its own per call
+        site, allocated once at the top of the function, so a call in a loop
+        reuses it on every iteration -- as the collectives' self-clearing
+        credit barrier allows: every call returns its cells to zero."""
         base = f"{record.name.rsplit('.', 1)[-1]}_{param}_line{span.line}"
         name, k = base, 1
         while name in self.b.buffer_names:
@@ -160,10 +191,13 @@ class CallParsing(DispatchChecks):
         self.b.buffers.append(buf)
         self.b.buffer_names[name] = buf
         alloc = pld_ops.alloc_window_buffer.record
-        handle = N.Call(PtrType(buffer=buf), span, alloc,
-                        {"size": self._const(nbytes, span), "dtype": self._const(None, span),
-                         "name": self._const("", span)},
-                        {"buffer": buf, "lhs": name, "nbytes": nbytes})
+        var = f"_tc_{name}"                 # the handle's variable in the lowered code
+        self.hoisted.append(N.Assign(span, [var], N.Call(
+            PtrType(buffer=buf), span, alloc,
+            {"size": self._const(nbytes, span), "dtype": self._const(None, span),
+             "name": self._const("", span)},
+            {"buffer": buf, "lhs": name, "nbytes": nbytes})))
+        handle = N.Var(PtrType(buffer=buf), span, name=var)
         dims = [self._const(d, span) for d in shape]
         return N.Call(TensorType(tuple(shape), dtype, dist=True, origin=buf), span,
                       pld_ops.window.record,

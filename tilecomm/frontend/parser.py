@@ -56,6 +56,7 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
         self.lane_regions: list = []             # enclosing pl.split_aiv loops
         self._alloc_target = None
         self._statement_call = None              # the call a statement consists of, if any
+        self.hoisted: list = []                  # allocations of synthesized signals
         self.returns: list = []
 
     # ---------------------------------------------------------------- errors
@@ -72,6 +73,7 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
                 and isinstance(body[0].value.value, str):
             body = body[1:]                          # docstring
         self.fn.body = self.block(body)
+        self.fn.body[:0] = self.hoisted          # before every statement that uses them
         try:
             if self.fn.tasks:
                 self.fn.body = kernel_tasks(self.fn.body, self)
@@ -99,7 +101,13 @@ class FunctionParser(CallParsing, ScopeParsing, SubmitParsing, DumpTagParsing, A
                 self.b.diags.append(e)
                 for name in assigned_names([s]):
                     self.env[name] = ANY
-                self.b.incomplete.update(n.id for n in ast.walk(s) if isinstance(n, ast.Name))
+                names = {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}
+                # a view bound earlier stands for its buffer: the failed statement
+                # may have been the buffer's only use
+                names |= {t.origin.name for n in names
+                          if isinstance(t := self.env.get(n), TensorType)
+                          and isinstance(t.origin, N.BufferRecord)}
+                self.b.incomplete.update(names)
         return out
 
     # ------------------------------------------------------------ statements

@@ -1,7 +1,12 @@
 """IR and the compile entry point: ``tilecomm.ir.compile(Program, distributed_config=...)``.
 
 ``compile`` hands the program to the compiler its decorator attached
-(``driver``); the IR package itself stays below the compiler."""
+(``driver``); the IR package itself stays below the compiler.  The names a
+port imports from here (``CompiledProgram``, ``DistributedCompiledProgram``,
+``DistributedConfig``) load their module on first use (PEP 562), so reading
+the IR never loads the compiler."""
+import importlib
+
 from ..errors import TilecommError, at_entry_point
 from .functions import KernelFunction, ProgramClass
 
@@ -38,4 +43,26 @@ def compile(program, output_dir=None, *, platform=None, distributed_config=None,
         raise
 
 
-__all__ = ["TOOLCHAIN_OPTIONS", "compile"]
+# public name -> the module (relative to this package) that offers it
+_HOMES = {
+    "CompiledProgram": ".distributed_compiled_program",
+    "DistributedCompiledProgram": ".distributed_compiled_program",
+    "DistributedConfig": ".distributed_compiled_program",
+}
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value          # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))
+
+
+__all__ = ["CompiledProgram", "DistributedCompiledProgram", "DistributedConfig",
+           "TOOLCHAIN_OPTIONS", "compile"]

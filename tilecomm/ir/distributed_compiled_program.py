@@ -16,14 +16,18 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from ..compiler import CompiledProgram as DistributedCompiledProgram
+from ..compiler import CompiledProgram
 from ..runtime.config import DistributedConfig
 from ..runtime.worker.device_tensors import DeviceTensor, StackedDeviceTensor
 from .enums import Level, ParamDirection, Role
+
+# one class serves both of upstream's: a single-chip program (upstream's
+# CompiledProgram) and one with a HOST orchestrator
+DistributedCompiledProgram = CompiledProgram
 
 # a torch.Tensor is accepted wherever an array is; torch stays optional, so
 # it is named here as Any rather than imported
 CallArg = Union[Any, DeviceTensor, StackedDeviceTensor, int, float, bool]
 
-__all__ = ["CallArg", "DeviceTensor", "DistributedCompiledProgram", "DistributedConfig", "Level",
+__all__ = ["CallArg", "CompiledProgram", "DeviceTensor", "DistributedCompiledProgram", "DistributedConfig", "Level",
            "ParamDirection", "Role", "StackedDeviceTensor"]

@@ -261,8 +261,9 @@ def _ring_signal(c, s, rop, t):
 
 
 def _synthesized_signal(c, t, mode, cores):
-    """HOST only: the front end allocates a ``[ws, core_num]`` signal right
-    before the call (a fresh window per call, hence not in loops)."""
+    """HOST only: the front end allocates a ``[ws, core_num]`` signal for the
+    call site, once, at the top of the function -- a call in a loop reuses it
+    on every iteration, which the self-clearing credit barrier allows."""
     if c.kind != HOST:
         c.type_error("pld.tensor.allreduce requires an explicit signal outside host "
                      "orchestrator functions", code="TC312", at="target",
@@ -271,10 +272,6 @@ def _synthesized_signal(c, t, mode, cores):
         c.value_error("pld.tensor.allreduce mode=\"ring\" requires an explicit signal; host "
                       "signal synthesis only supports mesh mode", code="TC312", at="mode",
                       hint="pass a ring signal [2*(NR-1)+1, NR]")
-    if c.extra.get("in_loop"):
-        c.value_error("pld.tensor.allreduce without a signal cannot be used inside a for/while "
-                      "loop in a HOST orchestrator (a signal would be allocated per iteration)",
-                      code="TC311", hint="pass an explicit signal allocated before the loop")
     if not c.extra.get("statement_call"):
         c.value_error("pld.tensor.allreduce without a signal must be a statement of its own (an "
                       "assignment, an expression statement or a return), not part of a larger "
@@ -370,7 +367,9 @@ def _allgather(c):
             "TC225", "TC226", "TC502", "TC503", "TC507"))
 def reduce_scatter(target, signal, *, op=ReduceOp.Sum):
     """``target`` is ``[NR, SIZE]``; afterwards row ``r`` of rank ``r`` holds the
-    sum over ranks of their row ``r``.  Other rows keep the caller's values."""
+    reduction (``op``: Sum, Max, Min, Prod) over ranks of their row ``r``.
+    Other rows keep the caller's values.  The chip's HOST builtin reduces by
+    Sum only (enforced under the chip profiles)."""
 
 
 @reduce_scatter.rule
@@ -378,11 +377,11 @@ def _reduce_scatter(c):
     t = _window(c, "target", "target")
     s = _signal(c)
     rop = c.enum("op", ReduceOp)
-    if rop is not ReduceOp.Sum:
-        c.value_error(f"pld.tensor.reduce_scatter op must be ReduceOp.Sum (got "
-                      f"ReduceOp.{rop.name}); Max / Min / Prod lowerings are not yet "
-                      f"implemented", code="TC219", at="op",
-                      hint="use allreduce for Max / Min / Prod")
+    if rop is not ReduceOp.Sum and c.kind == HOST and _on_chip(c):
+        c.value_error(f"HOST pld.tensor.reduce_scatter supports only ReduceOp.Sum on the "
+                      f"{c.platform.name} platform; got ReduceOp.{rop.name}", code="TC215",
+                      at="op", hint="call it in a kernel (every op there), or "
+                                    "platform=\"cpu\" lifts this limit")
     _rank2(c, t, "target", "target")
     if not (t.dtype.is_float or t.dtype.is_int):
         c.value_error(f"pld.tensor.reduce_scatter target must be numeric; got {t.dtype.name}",
@@ -424,14 +423,18 @@ def _all_to_all(c):
 
 # ------------------------------------------------------------------ all_to_all_v
 @op("pld.tensor.all_to_all_v", where=WHERE, kernel=RankContext.all_to_all_v,
-    host=HostRuntime.all_to_all_v, effects=EFFECTS, collective=True,
+    host=HostRuntime.all_to_all_v, effects=EFFECTS, static=("core_num",), collective=True,
     raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220", "TC221",
-            "TC225", "TC226", "TC311", "TC502", "TC503", "TC507"))
-def all_to_all_v(input, target, signal, send_counts, recv_counts):
+            "TC222", "TC225", "TC226", "TC311", "TC502", "TC503", "TC507"))
+def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1):
     """Variable all-to-all over flat ``[NR*MAX_RECV, SIZE]`` layouts: the first
-    ``send_counts[dest]`` rows of block ``dest`` of ``input`` go to block
-    ``src`` of rank ``dest``'s ``target``; ``recv_counts[src, 0]`` says how many
-    rows of block ``src`` are valid (the rest are stale)."""
+    ``send_counts[dest]`` rows (clamped to ``[0, MAX_RECV]``) of block ``dest``
+    of ``input`` go to block ``src`` of rank ``dest``'s ``target``, whose
+    other rows keep their value; ``recv_counts[src, 0]`` holds the clamped
+    count.  In a HOST orchestrator ``core_num`` (L) asks for that many AIV
+    blocks; the call launches ``B = L`` if ``L < NR``, else ``(L // NR) * NR``,
+    and the signal ``[NR, stride]`` needs ``stride >= B`` (checked when the
+    call runs).  In a kernel ``core_num`` is 1."""
 
 
 @all_to_all_v.rule
@@ -453,9 +456,22 @@ def _all_to_all_v(c):
     if is_static(i.shape[1]) and is_static(t.shape[1]) and i.shape[1] != t.shape[1]:
         c.value_error(f"pld.tensor.all_to_all_v input and target must have the same SIZE "
                       f"(shape[1]); got {i.shape[1]} and {t.shape[1]}", code="TC208", at="target")
+    cores = c.const("core_num")
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores <= 0:
+        c.type_error(f"pld.tensor.all_to_all_v core_num must be a positive compile-time int, "
+                     f"got {cores!r}", code="TC222", at="core_num")
+    if c.kind != HOST and cores != 1:
+        c.value_error(f"pld.tensor.all_to_all_v core_num > 1 is supported only in a HOST "
+                      f"orchestrator; in a kernel it is 1 (got core_num={cores})",
+                      code="TC222", at="core_num")
+    if c.kind == HOST and _on_chip(c) and cores > c.platform.aiv_cores:
+        c.value_error(f"pld.tensor.all_to_all_v core_num ({cores}) exceeds the backend AIV "
+                      f"core count ({c.platform.aiv_cores}) of the {c.platform.name} platform",
+                      code="TC215", at="core_num",
+                      hint="platform=\"cpu\" lifts this limit")
     if len(s.shape) != 2:
         _shape_error(c, f"signal must be rank-2 [NR, 1]; got {describe(s)}")
-    if not is_static(s.shape[1]) or s.shape[1] != 1:
+    if not is_static(s.shape[1]) or cores == 1 and s.shape[1] != 1:
         _shape_error(c, f"signal shape[1] must be 1 (one cell per rank), got {s.shape[1]} "
                         f"({describe(s)}); {_RING_SHARED}", hint=_RING_HINT)
     nr = s.shape[0]

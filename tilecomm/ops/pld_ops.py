@@ -487,6 +487,76 @@ def _get(c):
     return _transfer_rule(c)
 
 
+# ------------------------------------------------------------------ tile-level put / get
+def _stage_rule(c, data):
+    """The staging tiles of the tile forms: Tiles of the transferred dtype."""
+    for name in ("stage", "stage2"):
+        if name == "stage2" and not c.given(name):
+            continue
+        t = c.type(name)
+        if not isinstance(t, TileType):
+            c.type_error(f"{c.op} {name} must be a Tile (the staging buffer the transfer passes "
+                         f"through); got {describe(t)}", at=name,
+                         hint="make one with pl.tile.create(shape, dtype=...)")
+        if t.dtype is not data.dtype:
+            c.type_error(f"{c.op} {name} dtype {t.dtype.name} differs from the transferred "
+                         f"dtype {data.dtype.name}", code="TC204", at=name)
+
+
+@op("pld.tile.put", where=(INCORE,), kernel=RankContext.tile_put,
+    effects=("read", "remote_write"), untracked=("dst",),
+    touches=(reads("src", T.put_local, _TRANSFER),
+             remote_writes("dst", T.put_remote, _TRANSFER, atomic="atomic")),
+    raises=("TC101", "TC102", "TC105", "TC201", "TC202", "TC203", "TC204", "TC205", "TC206",
+            "TC207", "TC208", "TC210", "TC214", "TC215", "TC216", "TC217", "TC218", "TC501",
+            "TC502", "TC503"))
+def tile_put(dst, peer, src, stage, stage2=None, dst_offsets=None, src_offsets=None, shape=None,
+             *, atomic=AtomicType.None_):
+    """``pld.tensor.put`` with its staging tile(s) given: ``src`` moves through
+    ``stage`` (and ``stage2``, for ping-pong) into rank ``peer``'s copy of
+    ``dst``.  On the CPU the copy is direct and the staging tiles keep their
+    contents (on the chip they end up holding part of the data)."""
+
+
+@tile_put.rule
+def _tile_put(c):
+    c.dist("dst", "dst")
+    s = c.type("src")
+    if not isinstance(s, TensorType):
+        c.type_error(f"pld.tile.put expects a Tensor or DistributedTensor src; got "
+                     f"{describe(s)}", at="src")
+    c.integer("peer")
+    _transfer_rule(c)
+    _stage_rule(c, c.type("dst"))
+    c.atomic_dtype(c.enum("atomic", AtomicType), c.type("dst").dtype)
+    return NONE
+
+
+@op("pld.tile.get", where=(INCORE,), kernel=RankContext.tile_get,
+    effects=("remote_read", "write"), writes=("dst",), untracked=("src",),
+    touches=(remote_reads("src", T.get_remote, _TRANSFER),
+             writes("dst", T.get_local, _TRANSFER)),
+    raises=("TC101", "TC102", "TC105", "TC201", "TC202", "TC204", "TC205", "TC206", "TC207",
+            "TC208", "TC210", "TC216", "TC217", "TC218", "TC501", "TC502", "TC503"))
+def tile_get(dst, peer, src, stage, stage2=None, dst_offsets=None, src_offsets=None, shape=None):
+    """``pld.tensor.get`` with its staging tile(s) given: rank ``peer``'s copy
+    of window ``src`` moves through ``stage`` into local ``dst``.  On the CPU
+    the copy is direct and the staging tiles keep their contents."""
+
+
+@tile_get.rule
+def _tile_get(c):
+    c.dist("src", "src")
+    d = c.type("dst")
+    if not isinstance(d, TensorType):
+        c.type_error(f"pld.tile.get expects a Tensor or DistributedTensor dst; got "
+                     f"{describe(d)}", at="dst")
+    c.integer("peer")
+    _transfer_rule(c)
+    _stage_rule(c, c.type("src"))
+    return NONE
+
+
 __all__ = ["world_size", "get_comm_ctx", "rank", "nranks", "notify", "wait",
            "alloc_window_buffer", "window", "remote_load", "remote_store", "tensor_remote_store",
-           "remote_store_short", "put", "get"]
+           "remote_store_short", "put", "get", "tile_put", "tile_get"]

@@ -82,6 +82,10 @@ class OpRecord:
     # Signals, waits and collectives are events of their own kind (their
     # effects say which), not touches.
     touches: tuple = ()
+    # a form of another record (an ergonomic collective): the front end checks
+    # the form's own contract with this record's rule, then writes the call as
+    # one of ``expands`` -- the record that runs, is checked and recorded
+    expands: "OpRecord | None" = None
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -145,12 +149,13 @@ _RECORDS: dict[str, OpRecord] = {}
 def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), aliases=(),
        context_hint=None, compile_only=(), impl_renames=None, value=None,
        declares_buffer=False, notifies=None, collective=False, writes=(), untracked=(),
-       defers=False, raises=(), touches=()):
+       defers=False, raises=(), touches=(), expands=None):
     """Declare a primitive from its stub function (signature + docstring).
 
     ``kernel`` implements it where ranks run it (orchestration and InCore
     functions, on a ``RankContext``), ``host`` in the HOST orchestrator (on a
-    ``HostRuntime``)."""
+    ``HostRuntime``).  A form of another op (``expands``, its record) has no
+    implementation of its own: its calls become calls of that op."""
 
     def deco(fn):
         where_ = frozenset(where)
@@ -159,6 +164,11 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
         impls = {}
         for kind in where_:
             impl = host if kind == HOST else kernel
+            if expands is not None:
+                if impl is not None:
+                    raise AssertionError(f"op {name} is a form of {expands.name}; it has no "
+                                         f"implementation of its own")
+                continue
             if impl is None:
                 raise AssertionError(f"op {name} may be used in {kind} functions but has no "
                                      f"implementation there")
@@ -176,7 +186,8 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                        impl_renames=dict(impl_renames or {}), value=value,
                        declares_buffer=declares_buffer, notifies=notifies,
                        collective=collective, writes=tuple(writes), untracked=tuple(untracked),
-                       defers=defers, raises=tuple(raises), touches=tuple(touches))
+                       defers=defers, raises=tuple(raises), touches=tuple(touches),
+                       expands=expands)
         _check_touches(rec)
         recorder.declare(rec)
         if name in _RECORDS:

@@ -19,12 +19,17 @@ _HOMES = {
     "RegistrationHandle": ".worker.handles",
     "runs_host_code": ".controller.backend",
     "DistributedWorker": ".worker.distributed_worker",
+    "ChipWorker": ".worker.chip_worker",
+    "BenchmarkStats": ".worker.bench",
+    "benchmark": ".worker.bench",
 }
 
 if TYPE_CHECKING:       # what readers and type checkers see
     from .config import DistributedConfig, RunConfig
     from .controller.backend import runs_host_code
     from .worker.device_tensors import DeviceTensor, StackedDeviceTensor
+    from .worker.bench import BenchmarkStats, benchmark
+    from .worker.chip_worker import ChipWorker
     from .worker.distributed_worker import DistributedWorker
     from .worker.handles import DistributedRunHandle, RegistrationHandle
 
@@ -42,5 +47,5 @@ def __dir__():
     return sorted(set(globals()) | set(_HOMES))
 
 
-__all__ = ["DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",
-           "RegistrationHandle", "RunConfig", "StackedDeviceTensor", "runs_host_code"]
+__all__ = ["BenchmarkStats", "ChipWorker", "DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",
+           "RegistrationHandle", "RunConfig", "StackedDeviceTensor", "benchmark", "runs_host_code"]

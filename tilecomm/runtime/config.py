@@ -206,6 +206,17 @@ class RunConfig:
             raise ConfigError(f"RunConfig.transport must be one of {list(ALL_TRANSPORTS)}, got "
                               f"{self.transport!r}", code="TC402")
 
+    def compile_kwargs(self) -> dict:
+        """The keyword arguments of ``tilecomm.ir.compile`` this config stands
+        for: ``ir.compile(Program, **cfg.compile_kwargs())`` compiles for this
+        config's platform and devices, and the program's calls run with this
+        config unless a call passes its own.  ``distributed_config`` is given
+        only when set, as upstream's (unset, a program compiles for one device)."""
+        kw = {"platform": self.platform, "config": self}
+        if self.distributed_config is not None:
+            kw["distributed_config"] = self.distributed_config
+        return kw
+
     @property
     def races_enabled(self) -> bool:
         """Whether a call with this config checks for data races."""

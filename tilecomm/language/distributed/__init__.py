@@ -6,7 +6,7 @@ from types import SimpleNamespace as _NS
 
 from ...ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
 from ...ir.types import CommCtxType
-from ...ops import collective_ops as _coll, pld_ops as _ops
+from ...ops import collective_ops as _coll, ergonomic_ops as _erg, pld_ops as _ops
 from ..typing import CommCtx, DistributedTensor
 
 system = _NS(__tilecomm_namespace__="pld.system", world_size=_ops.world_size,
@@ -19,7 +19,7 @@ tensor = _NS(__tilecomm_namespace__="pld.tensor", alloc_window_buffer=_ops.alloc
              reduce_scatter=_coll.reduce_scatter, all_to_all=_coll.all_to_all,
              all_to_all_v=_coll.all_to_all_v)
 tile = _NS(__tilecomm_namespace__="pld.tile", remote_load=_ops.remote_load,
-           remote_store=_ops.remote_store)
+           remote_store=_ops.remote_store, put=_ops.tile_put, get=_ops.tile_get)
 
 world_size = _ops.world_size
 get_comm_ctx = _ops.get_comm_ctx
@@ -29,9 +29,19 @@ alloc_window_buffer = _ops.alloc_window_buffer
 window = _ops.window
 remote_load = _ops.remote_load
 remote_store = _ops.remote_store_short
+# the HOST collectives with their signal allocated for the caller
+all_reduce = _erg.all_reduce
+all_gather = _erg.all_gather
+reduce_scatter = _erg.reduce_scatter
+broadcast = _erg.broadcast
+barrier = _erg.barrier
+all_to_all = _erg.all_to_all
+all_to_all_v = _erg.all_to_all_v
 
 __tilecomm_namespace__ = "pld"
 
 __all__ = ["AtomicType", "CommCtx", "CommCtxType", "DistributedTensor", "NotifyOp", "ReduceOp",
-           "WaitCmp", "alloc_window_buffer", "get_comm_ctx", "nranks", "rank", "remote_load",
-           "remote_store", "system", "tensor", "tile", "window", "world_size"]
+           "WaitCmp", "all_gather", "all_reduce", "all_to_all", "all_to_all_v",
+           "alloc_window_buffer", "barrier", "broadcast", "get_comm_ctx", "nranks", "rank",
+           "reduce_scatter", "remote_load", "remote_store", "system", "tensor", "tile", "window",
+           "world_size"]

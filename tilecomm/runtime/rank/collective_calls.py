@@ -78,9 +78,10 @@ class RankCollectives(RankLink):
     def all_to_all(self, input, target, signal, _loc=-1):
         return A.all_to_all(self, input, target, signal, _loc, False)
 
-    def all_to_all_v(self, input, target, signal, send_counts, recv_counts, _loc=-1):
-        return A.all_to_all_v(self, input, target, signal, send_counts, recv_counts, _loc,
-                              False)
+    def all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
+                     _loc=-1):
+        return A.all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
+                              _loc, False)
 
 
 class HostCollectives:
@@ -105,9 +106,10 @@ class HostCollectives:
     def all_to_all(self, input, target, signal, _loc=-1):
         return self._builtin("all_to_all", target, (input, target, signal), _loc)
 
-    def all_to_all_v(self, input, target, signal, send_counts, recv_counts, _loc=-1):
+    def all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
+                     _loc=-1):
         return self._builtin("all_to_all_v", target,
-                             (input, target, signal, send_counts, recv_counts), _loc)
+                             (input, target, signal, send_counts, recv_counts, core_num), _loc)
 
     def _builtin(self, name, result, args, loc):
         """One builtin dispatch of collective ``name`` to every member rank."""

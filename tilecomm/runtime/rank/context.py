@@ -263,3 +263,13 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
         h, idx, d = self._transfer("pld.tensor.get", src, peer, arr(dst), dst_offsets,
                                    src_offsets, shape, False)
         self.transport.get(h, idx, d)
+
+    # the tile forms name the staging tiles a chip moves the data through; the
+    # CPU copies directly and leaves them as they were
+    def tile_put(self, dst, peer, src, stage, stage2=None, dst_offsets=None, src_offsets=None,
+                 shape=None, atomic=0):
+        self.put(dst, peer, src, dst_offsets, src_offsets, shape, atomic)
+
+    def tile_get(self, dst, peer, src, stage, stage2=None, dst_offsets=None, src_offsets=None,
+                 shape=None):
+        self.get(dst, peer, src, dst_offsets, src_offsets, shape)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 
-from ...errors import ConfigError
+from ...errors import ConfigError, RuntimeFault
 
 
 def check_timeout(timeout) -> float | None:
@@ -68,21 +68,48 @@ class DistributedRunHandle:
 
 
 class RegistrationHandle:
-    """A program registered with a worker: calling it runs it there."""
+    """A program registered with a worker: calling it runs it there.  Usable
+    as a context manager (``unregister()`` at its end); after ``unregister()``
+    or the worker's ``close()`` a call is refused."""
 
     def __init__(self, worker, compiled):
         self._worker = worker
         self.compiled = compiled
+        self._unregistered = False
+
+    @property
+    def cid(self) -> int:
+        """Upstream's registration id; the CPU has none to give (always 0)."""
+        return 0
 
     @property
     def closed(self) -> bool:
-        return self._worker.closed
+        return self._unregistered or self._worker.closed
+
+    def _check(self, op):
+        if self._unregistered:
+            raise RuntimeFault(f"RegistrationHandle.{op}() called after unregister()",
+                               code="TC413", hint="register the program again: "
+                                                  "worker.register(compiled)")
 
     def __call__(self, *args, config=None):
+        self._check("__call__")
         return self._worker.run(self.compiled, *args, config=config)
 
     def submit(self, *args, config=None) -> DistributedRunHandle:
+        self._check("submit")
         return self._worker.submit(self.compiled, *args, config=config)
+
+    def unregister(self) -> None:
+        """Refuse later calls through this handle; idempotent.  The worker
+        keeps the program's ranks until it closes."""
+        self._unregistered = True
+
+    def __enter__(self) -> "RegistrationHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.unregister()
 
     def __repr__(self):
         return f"<RegistrationHandle {'closed' if self.closed else 'open'}>"
