@@ -8,10 +8,12 @@ compile-time int: this program is built by build(root), so the root comes
 from the command line yet is a constant in the kernel (the factory pattern).
 The shapes use NR = pl.dynamic("NR"), so one build runs at any rank count.
 
-The call returns only once every rank has its copy, so the root may
-overwrite its row straight after it; the kernel does exactly that (and
-non-roots do too) without disturbing anyone's result.  The [NR, 1] signal
-is back to all zeros afterwards.
+On the chip the call has no barrier after the non-roots read the root's
+row (a rank returns once it has its own copy), so a root that overwrites its
+row straight after the call may race with a slow reader -- the race check
+reports it.  The kernel therefore passes a pld.tensor.barrier on the same
+signal before every rank reuses its window.  The [NR, 1] signal is back to
+all zeros afterwards.
 Run: python examples/broadcast.py --ranks 4 [--root R]
 """
 import argparse
@@ -37,7 +39,9 @@ def build(root: int):
         data = pl.store(row, [0, 0], data)
         data = pld.tensor.broadcast(data, signal, root=root)
         y = pl.store(pl.load(data, [0, 0], [1, SIZE]), [0, 0], y)
-        # safe: every peer already holds its copy of the root's row
+        # the chip's broadcast has no barrier after the non-roots read the
+        # root's row: wait for every rank before the root's window is reused
+        pld.tensor.barrier(signal)
         data = pl.store(pl.mul(row, -1.0), [0, 0], data)
         cells = pl.store(pl.load(signal, [0, 0], [NR, 1]), [0, 0], cells)
         return y
