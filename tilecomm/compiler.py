@@ -109,7 +109,8 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
                         notify_sources={b.id: _notify_sources(b.notifiers) for b in buffers
                                         if b.notifiers},
                         namespace=lowered.namespace,
-                        dump_params=lowered.dumps.params, dump_tasks=lowered.dumps.tasks)
+                        dump_params=lowered.dumps.params, dump_tasks=lowered.dumps.tasks,
+                        loops=lowered.loops, line_loops=lowered.line_loops)
     directions = {
         name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
         for name, fn in prog.functions.items()}
