@@ -97,7 +97,8 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
     functions = {name: FunctionInfo(name, fn.py_name, fn.kind)
                  for name, fn in prog.functions.items()}
     buffers = [BufferInfo(b.id, b.name, b.span, b.nbytes, facts.buffer(b).devices,
-                          {d: frozenset(f) for d, f in facts.buffer(b).notifiers.items()})
+                          {d: frozenset(f) for d, f in facts.buffer(b).notifiers.items()},
+                          facts.buffer(b).dtypes)
                for b in prog.buffers]
     param_shapes = {
         name: [tuple(p.type.shape) if isinstance(p.type, TensorType) and p.type.shape

@@ -38,6 +38,9 @@ class BufferInfo:
     nbytes: int | None
     devices: frozenset          # union of the dispatches its views reach
     notifiers: dict = field(default_factory=dict)   # device -> names of notifying functions
+    # the dtypes of its pld.window views (names, e.g. "INT32"): a buffer
+    # viewed as INT32 may hold signal cells (RunConfig.poison_windows spares it)
+    dtypes: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
