@@ -389,6 +389,8 @@ CODES = {
              "without a wait)",
     "TC604": "a program or argument explore cannot run (tasks on a rank's cores, ranks on "
              "several machines, a bad schedule token or world size)",
+    "TC605": "a read of window elements nobody had written: they still held the "
+             "RunConfig.poison_windows sentinel (a warning)",
     # protocol lint (TC7xx): warnings, errors under RunConfig(lint="error")
     "TC701": "Set and AtomicAdd notifies mixed on one signal cell",
     "TC702": "an Eq wait on a cell that several AtomicAdd notifies can carry past its value",
@@ -585,6 +587,9 @@ FIXES = {
              "max_steps",
     "TC604": "explore programs without deferred waits or tasks that must run at once, on "
              "one machine, with a world size and schedule token from a previous exploration",
+    "TC605": "write every element a reader reads before the notify that lets it in (a peer's "
+             "rows included), or read only the rows that were written; the warning names the "
+             "window, the rows and the read",
     "TC701": "use one notify op per signal cell: Set for flags, AtomicAdd for counters",
     "TC702": "wait with Ge for the total of the adds, not Eq",
     "TC703": "make the threshold one the notifies can reach (count the notifiers and their "

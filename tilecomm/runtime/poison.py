@@ -4,10 +4,14 @@ of zeros (windows) or the caller's values (outputs), so an element read
 before anybody wrote it carries the sentinel into whatever is computed from
 it -- a NaN in an output -- instead of passing as a zero.
 
-The sentinel is NaN for floating dtypes (``np.nan``: a quiet NaN; arithmetic
-keeps it a NaN) and the byte ``POISON_BYTE`` repeated for integer and bool
-dtypes (int32 ``-1515870811``, uint8 ``165``: a value a program rarely
-computes, easy to spot in a dump).
+The sentinel is a quiet NaN for floating dtypes whose low mantissa bits
+carry ``POISON_BYTE`` (fp32 ``0x7FE5A5A5``, fp16 ``0x7FA5``, bf16
+``0x7FE5``): arithmetic keeps it a NaN (on x86 with its payload), and a copy
+keeps its bits, so the sentinel is told from a NaN the program computed
+(``poisoned``).
+Integer and bool dtypes get the byte ``POISON_BYTE`` repeated (int32
+``-1515870811``, uint8 ``165``: a value a program rarely computes, easy to
+spot in a dump).
 
 Which windows are data: a window buffer is left at zero when it is
 allocated as INT32 or any ``pld.window`` view of it is INT32 (``BufferInfo
@@ -31,10 +35,22 @@ POISON_BYTE = 0xA5
 SIGNAL_DTYPE = "INT32"
 
 
+# mantissa bits of the floating dtypes (bf16 is ml_dtypes', not numpy's)
+_MANTISSA = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def sentinel(dtype) -> np.ndarray:
     """One element of the sentinel of numpy dtype ``dtype``, as an array."""
     dt = np.dtype(dtype)
-    if dt.kind in "fc" or dt.name == "bfloat16":
+    pattern = int.from_bytes(bytes([POISON_BYTE]) * dt.itemsize, "little")
+    mant = _MANTISSA.get(dt.name)
+    if mant is not None:
+        # the quiet NaN, its payload the pattern's bits below the quiet bit
+        bits = int(np.full(1, np.nan, dt).view(_UINT[dt.itemsize])[0])
+        bits |= pattern & ((1 << (mant - 1)) - 1)
+        return np.array([bits], _UINT[dt.itemsize]).view(dt)
+    if dt.kind in "fc":                  # another floating dtype: a plain NaN
         return np.full(1, np.nan, dt)
     return np.frombuffer(bytes([POISON_BYTE]) * dt.itemsize, dt).copy()
 

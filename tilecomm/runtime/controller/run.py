@@ -38,10 +38,12 @@ outlives the call.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ...dfx import hostfaults
-from ...errors import ConfigError, TilecommError, UserError
+from ...errors import ConfigError, TilecommError, TilecommWarning, UserError
 from ...transport import segments as S
 from ..messages import Batch, BeginRun, EndRun, Shutdown
 from .arguments import check_arguments, copy_back, map_result, share_arguments
@@ -210,12 +212,17 @@ class Run:
         try:
             self.watch()
             races = self.artefacts.races() if self.artefacts is not None else None
+            unwritten = self.artefacts.unwritten() if self.artefacts is not None else []
             result = self.collect()
         except BaseException as e:
             self.fail(e)
             raise
         finally:
             self.release()
+        for w in unwritten:                # RunConfig.poison_windows: after the results too
+            span = w.span
+            warnings.warn_explicit(w, TilecommWarning, span.file if span else "<program>",
+                                   span.line if span else 0)
         if races is not None:              # raised after the results are written back
             raise races
         return result
