@@ -9,6 +9,12 @@ with how much of that order it saw, each task's submission and predecessors,
 each collective's footprint and barriers, each dispatch's end.  The
 controller replays the ranks' logs after the call (``check/races.py``).
 
+Each access, notify and wait carries the iteration of the loops it is in
+(``iteration``, read off the lowered frames: ``iterations.py``), so a
+report says which round of a ``pl.range`` loop raced; it is not part of
+what makes two accesses the same (``add``): a repeat on the same bytes
+keeps its first iteration, which races as the repeat does.
+
 The modification order comes from the control plane's sequencer: a notify
 runs under its cell's stripe lock and takes the next number there
 (``sequenced_signal``: this sink is the one that runs a notify's signal); a
