@@ -42,8 +42,10 @@ def current(image, depth: int = 1) -> tuple:
     loops, fname = image.loops, image.filename
     f = sys._getframe(depth + 1)
     out: list = []
+    seen = False
     while f is not None:
         if f.f_code.co_filename == fname:
+            seen = True
             ids = line_loops.get(f.f_lineno)
             if ids:
                 local = f.f_locals
@@ -53,6 +55,11 @@ def current(image, depth: int = 1) -> tuple:
                     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
                         part.append((i, int(v)))
                 out[:0] = part                  # a caller's loops come first
+        elif seen:
+            # lowered functions call each other directly: the first other
+            # frame below them is the rank's own code (its dispatch loop, a
+            # task's thread), with no lowered frame under it
+            break
         f = f.f_back
     return tuple(out)
 
