@@ -52,9 +52,9 @@ def current(image, depth: int = 1) -> tuple:
                 part = []
                 for i in ids:
                     v = local.get(loops[i].var)
-                    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+                    if type(v) is int or isinstance(v, np.integer):
                         part.append((i, int(v)))
-                out[:0] = part                  # a caller's loops come first
+                out = part + out                # a caller's loops come first
         elif seen:
             # lowered functions call each other directly: the first other
             # frame below them is the rank's own code (its dispatch loop, a

@@ -92,6 +92,7 @@ class RaceLog(Sink):
         self.scopes = 0                 # task scopes of the dispatch now open
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
+        self.texts: dict = {}           # loop iteration pairs -> their text (``iteration``)
         # where the sequencer's counts stand as this rank begins (the replay
         # tells this call's notifies from earlier ones with it)
         self.add((BASE, None, control.sequence_counts()))
@@ -99,6 +100,8 @@ class RaceLog(Sink):
     # ------------------------------------------------------------ dispatches
     def begin_dispatch(self, ctx, d) -> None:
         self.fname = d.fname
+        if d.image is not self.lines.image:
+            self.texts = {}             # iteration texts of this image, by their pairs
         self.lines.follow(d.image)
         self.plains = []
         self.scopes = 0
@@ -230,7 +233,13 @@ class RaceLog(Sink):
         image = self.lines.image
         if image is None or not getattr(image, "line_loops", None):
             return ""
-        return iterations.text(image, iterations.current(image))
+        pairs = iterations.current(image)
+        if not pairs:
+            return ""
+        got = self.texts.get(pairs)
+        if got is None:
+            got = self.texts[pairs] = iterations.text(image, pairs)
+        return got
 
     def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
         """An access of ``view[idx]`` in member ``peer``'s copy."""
