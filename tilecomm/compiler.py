@@ -98,7 +98,8 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
     functions = {name: FunctionInfo(name, fn.py_name, fn.kind)
                  for name, fn in prog.functions.items()}
     buffers = [BufferInfo(b.id, b.name, b.span, b.nbytes, facts.buffer(b).devices,
-                          {d: frozenset(f) for d, f in facts.buffer(b).notifiers.items()})
+                          {d: frozenset(f) for d, f in facts.buffer(b).notifiers.items()},
+                          facts.buffer(b).dtypes)
                for b in prog.buffers]
     param_shapes = {
         name: [tuple(p.type.shape) if isinstance(p.type, TensorType) and p.type.shape
@@ -110,7 +111,8 @@ def make_executable(prog, facts, lowered, config, abstract_subs=frozenset()) -> 
                         notify_sources={b.id: _notify_sources(b.notifiers) for b in buffers
                                         if b.notifiers},
                         namespace=lowered.namespace,
-                        dump_params=lowered.dumps.params, dump_tasks=lowered.dumps.tasks)
+                        dump_params=lowered.dumps.params, dump_tasks=lowered.dumps.tasks,
+                        loops=lowered.loops, line_loops=lowered.line_loops)
     directions = {
         name: [p.type.direction if isinstance(p.type, TensorType) else IN for p in fn.params]
         for name, fn in prog.functions.items()}

@@ -397,6 +397,8 @@ CODES = {
              "several machines, a bad world size)",
     "TC605": "a schedule token that is malformed, or was recorded for another program, world "
              "size or preemption bound",
+    "TC606": "a read of window elements nobody had written: they still held the "
+             "RunConfig.poison_windows sentinel (a warning)",
     # protocol lint (TC7xx): warnings, errors under RunConfig(lint="error")
     "TC701": "Set and AtomicAdd notifies mixed on one signal cell",
     "TC702": "an Eq wait on a cell that several AtomicAdd notifies can carry past its value",
@@ -599,6 +601,9 @@ FIXES = {
              "one machine, at a world size of 1 to 16",
     "TC605": "replay a token exactly as a failure printed it, on the program and world size "
              "that explored it (an edit to the program makes its tokens stale: explore again)",
+    "TC606": "write every element a reader reads before the notify that lets it in (a peer's "
+             "rows included), or read only the rows that were written; the warning names the "
+             "window, the rows and the read",
     "TC701": "use one notify op per signal cell: Set for flags, AtomicAdd for counters",
     "TC702": "wait with Ge for the total of the adds, not Eq",
     "TC703": "make the threshold one the notifies can reach (count the notifiers and their "

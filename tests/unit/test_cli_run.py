@@ -103,7 +103,8 @@ def tilecomm_run(*args, cwd=None):
     and sets variables: it gets a process of its own), the checkers' variables
     unset unless the options set them."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("TILECOMM_DETECT_RACES", "TILECOMM_TRANSPORT", "TILECOMM_LINT")}
+           if k not in ("TILECOMM_DETECT_RACES", "TILECOMM_TRANSPORT", "TILECOMM_LINT",
+                        "TILECOMM_POISON_WINDOWS")}
     return subprocess.run([sys.executable, "-m", "tilecomm", "run", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -219,6 +220,25 @@ def test_a_host_program_prints_its_outputs_checksums(tmp_path):
     assert checksum(res.stdout, "ys") == ((3, 1, 8), "float32", want.sum(), np.abs(want).max())
     assert res.stdout.count("\n") == 1              # one line per output, xs is none
     assert "on 3 rank(s) over copy" in res.stderr
+
+
+def test_poison_windows_shows_an_output_nobody_wrote(tmp_path):
+    """Rank 0 writes no row of its pl.Out: with --poison-windows it comes back
+    as NaN, in both forms of the command; without, as the zeros passed in."""
+    path = program_file(tmp_path)
+    res = invoke(f"{path}::main", "--ranks", "2", "--poison-windows")
+    assert res.exit_code == 0, res.output
+    assert "ys  (2, 1, 8)  float32  sum=nan" in res.stdout, res.output
+    assert "sum=nan" not in invoke(f"{path}::main", "--ranks", "2").stdout
+    proc = tilecomm_run("--poison-windows", path, "--ranks", "2")
+    assert proc.returncode == 0, proc.stderr
+    ys = next(x for x in proc.stdout.splitlines() if x.startswith("ys "))
+    rows = ys[len("ys "):].replace("nan", "None")
+    got = ast.literal_eval(rows)
+    assert got[0] == [[None] * 8]
+    assert got[1] == [[float(v) for v in range(8)]]
+    plain = tilecomm_run(path, "--ranks", "2")
+    assert "nan" not in next(x for x in plain.stdout.splitlines() if x.startswith("ys "))
 
 
 def test_a_program_class_runs_by_its_name_or_its_entry():

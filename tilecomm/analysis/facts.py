@@ -8,7 +8,8 @@ here:
   through the functions it calls);
 * per window buffer, how many ``pld.window`` views are made of it, how many
   HOST dispatches its views reach, the devices those dispatches cover (its
-  comm domain) and, per device, the functions that may notify into it.
+  comm domain), the dtypes it is viewed as and, per device, the functions
+  that may notify into it.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class BufferFacts:
     dispatches: int = 0
     devices: frozenset = frozenset()
     notifiers: dict = field(default_factory=dict)   # device -> set of function names
+    dtypes: frozenset = frozenset()                 # of its pld.window views
 
 
 @dataclass
@@ -98,6 +100,9 @@ def compute_facts(prog: N.ProgramIR) -> ProgramFacts:
                         isinstance(a.type, PtrType) and a.type.buffer is buf
                         for a in e.args.values()):
                     buffers[buf].views += 1
+                    dt = getattr(e.type, "dtype", None)
+                    if dt is not None:
+                        buffers[buf].dtypes = buffers[buf].dtypes | {dt.name}
             elif isinstance(e, N.FuncCall) and fn.kind == HOST:
                 devices = e.devices or frozenset()
                 for j, a in enumerate(e.args):

@@ -9,16 +9,16 @@ strings and tuples of them, so a rank can write the list as it is.
 
 ========  ==================================================================
 ACCESS    (ACCESS, thread, (buffer id, owner), runs, kind, op, line, who,
-          shape, itemsize): bytes ``runs`` ((start, end) pairs, sorted) of
-          rank ``owner``'s copy of the buffer, viewed as ``shape`` (a plain
-          tensor's buffer id: ``(PLAIN, rank, address)``)
-NOTIFY    (NOTIFY, thread, cell, op, value, result, seq, line, who, prev):
-          a notify into ``cell`` = (buffer id, owner, byte offset); ``seq``
-          its place in the cell's modification order, ``result`` the value
-          it left, ``prev`` the value it changed
-WAIT      (WAIT, thread, cell, cmp, expected, seen, line, who, label): a
-          satisfied wait; ``seen`` the modification order's length when it
-          returned, ``label`` the cell as the program names it
+          shape, itemsize, iteration): bytes ``runs`` ((start, end) pairs,
+          sorted) of rank ``owner``'s copy of the buffer, viewed as
+          ``shape`` (a plain tensor's buffer id: ``(PLAIN, rank, address)``)
+NOTIFY    (NOTIFY, thread, cell, op, value, result, seq, line, who, prev,
+          iteration): a notify into ``cell`` = (buffer id, owner, byte
+          offset); ``seq`` its place in the cell's modification order,
+          ``result`` the value it left, ``prev`` the value it changed
+WAIT      (WAIT, thread, cell, cmp, expected, seen, line, who, label,
+          iteration): a satisfied wait; ``seen`` the modification order's
+          length when it returned, ``label`` the cell as the program names it
 COND      (COND, ("cond", task id), cell, cmp, expected, seen, line, who,
           label): a deferred condition of the task found true (its TaskId
           completes)
@@ -36,6 +36,10 @@ BASE      (BASE, None, counts): the sequencer's count per stripe when the
           rank began the run (a rank's first event)
 ========  ==================================================================
 
+``iteration`` is the iteration of the loops the op was in, as a report
+prints it (``step=2``; "" outside loops; an older log's tuple may end
+before it).
+
 Notifies are numbered per stripe of the sequencer, a signal cell's stripe
 being ``stripe_of(cell)``; the numbers of one stripe are consecutive.
 """
@@ -48,6 +52,11 @@ PLAIN = "tensor"
 
 # stripes of the sequencer (each a ticket lock and a count in the control block)
 SEQ_STRIPES = 64
+
+
+def iteration_of(ev, at: int) -> str:
+    """An event's iteration text, at index ``at`` ("" if it has none)."""
+    return ev[at] if len(ev) > at and ev[at] else ""
 
 
 def stripe_of(cell: tuple) -> int:
@@ -110,4 +119,4 @@ def byte_runs(region, base: int) -> tuple:
 
 __all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
            "DONE", "END", "KIND_NAMES", "MAIN", "NOTIFY", "PLAIN", "READ", "SEQ_STRIPES", "SUBMIT",
-           "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates", "stripe_of"]
+           "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates", "iteration_of", "stripe_of"]

@@ -38,12 +38,15 @@ from ..waits import CMP_NAMES, holds
 from .needed import Placed, needed
 from .events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, CONFLICTS, DEFER, DONE,
                      END, KIND_NAMES, MAIN, NOTIFY, PLAIN, SUBMIT, SYNC_READ, WAIT, dominates,
-                     stripe_of)
+                     iteration_of, stripe_of)
 
 NOTIFY_ADD = native.OP_ADD       # a notify's op code (as transport.base names it)
 MAX_REPORTED = 10       # races listed in a report; the rest are counted
 MAX_ROUNDS = 4          # replays with the needed notifies of the replay before
 READ_BATCH = 4096       # events of one rank read at a time
+# accesses of other iterations a merged access record keeps apart, to name the
+# iteration of the elements a race is on (beyond: "<the last kept> or later")
+PARTS_MAX = 1024
 
 
 class Access(NamedTuple):
@@ -55,9 +58,14 @@ class Access(NamedTuple):
     op: str             # e.g. "pl.load", "pld.tile.remote_store", "pld.tensor.allreduce"
     line: str           # the user's "file:line" ("?" when unknown)
     kind: str           # "read", "write" or "atomic"
+    iteration: str = ""  # of the loops the access is in: "step=2" ("" outside loops)
 
     def __str__(self):
-        return f"rank {self.rank}'s {self.op} at {self.line}"
+        return f"rank {self.rank}'s {self.op} at {self.line}{_in(self.iteration)}"
+
+
+def _in(iteration: str) -> str:
+    return f" (iteration {iteration})" if iteration else ""
 
 
 class Race(NamedTuple):
@@ -146,15 +154,39 @@ class _Thread:
 
 class _Shadow:
     """One earlier access of a window copy (or several of one thread at one
-    epoch: ``runs`` their union)."""
+    epoch: ``runs`` their union).  Merged accesses of several loop
+    iterations keep each access's runs with its iteration in ``parts`` (the
+    first ``PARTS_MAX``), so a race names the iteration of the elements it
+    is on, not the first access's."""
 
-    __slots__ = ("thread", "epoch", "kind", "runs", "ev", "_starts")
+    __slots__ = ("thread", "epoch", "kind", "runs", "ev", "_starts", "parts", "more")
 
     def __init__(self, thread, epoch, kind, runs, ev):
         self.thread, self.epoch, self.kind, self.runs, self.ev = thread, epoch, kind, runs, ev
         self._starts = None
+        self.parts = None               # [(iteration, runs)] once two iterations merged
+        self.more = ""                  # the last kept iteration, once parts are full
 
-    def merge(self, runs) -> None:
+    def iteration(self, common) -> str:
+        """The iteration of the access of this record over bytes ``common``."""
+        first = iteration_of(self.ev, 10)
+        if self.parts is None:
+            return first
+        for it, runs in self.parts:
+            if _overlap(runs, common):
+                return it
+        return f"{self.more} or later" if self.more else first
+
+    def merge(self, runs, ev=None) -> None:
+        it = iteration_of(ev, 10) if ev is not None else ""
+        parts = self.parts
+        if parts is None and it != iteration_of(self.ev, 10):
+            parts = self.parts = [(iteration_of(self.ev, 10), tuple(self.runs))]
+        if parts is not None and not self.more:
+            if len(parts) < PARTS_MAX:
+                parts.append((it, runs))
+            else:
+                self.more = parts[-1][0]
         mine = self.runs
         if type(mine) is tuple:
             mine = self.runs = list(mine)
@@ -318,7 +350,8 @@ class _Replay:
         if kind == NOTIFY:
             cell, seq = ev[2], ev[6]
             prev = ev[9] if len(ev) > 9 else (ev[5] - ev[4] if ev[3] == NOTIFY_ADD else None)
-            entry = _Notify(seq, ev[3], ev[4], ev[5], rank, ev[1], ev[7], prev)
+            entry = _Notify(seq, ev[3], ev[4], ev[5], rank, ev[1],
+                            ev[7] + _in(iteration_of(ev, 10)), prev)
             h, seqs = self.history.setdefault(cell, []), self.seqs.setdefault(cell, [])
             k = bisect_right(seqs, seq)
             h.insert(k, entry)
@@ -439,7 +472,8 @@ class _Replay:
             seqs = () if src is None else self.prefix_seqs(cell, src[1])
         self.waits[ident] = (cell, ev[3], ev[4], t.key, before)
         self.acquired[ident] = seqs
-        label = f"{what} at {ev[6]} on {ev[8]} ({CMP_NAMES.get(ev[3], ev[3])} {ev[4]})"
+        label = (f"{what} at {ev[6]}{_in(iteration_of(ev, 9))} on {ev[8]} "
+                 f"({CMP_NAMES.get(ev[3], ev[3])} {ev[4]})")
         t.synced(label, src)
         for rank, thread, entry in self.spares.get(ident, ()):
             t.spare_from[(rank, thread)] = (
@@ -540,7 +574,7 @@ class _Replay:
         elif kind == NOTIFY:
             self.access(t, (ev[2][0], ev[2][1]), ((ev[2][2], ev[2][2] + 4),), ATOMIC,
                         (ACCESS, ev[1], None, None, ATOMIC, "pld.system.notify", ev[7], ev[8],
-                         None, 4))
+                         None, 4, iteration_of(ev, 10)))
             key = (ev[2], ev[6])
             self.notify_vc[key] = self.nclock[key] = dict(t.vc)
             t.tick()
@@ -549,7 +583,7 @@ class _Replay:
                 return False
             self.access(t, (ev[2][0], ev[2][1]), ((ev[2][2], ev[2][2] + 4),), SYNC_READ,
                         (ACCESS, ev[1], None, None, SYNC_READ, "pld.system.wait", ev[6], ev[7],
-                         None, 4))
+                         None, 4, iteration_of(ev, 9)))
         elif kind == SUBMIT:
             key = (rank, ev[2])
             self.submit_vc[key] = dict(t.vc)
@@ -678,15 +712,16 @@ class _Replay:
         if same is None:
             keep.append(_Shadow(t, epoch, kind, runs, ev))
         else:
-            same.merge(runs)
+            same.merge(runs, ev)
         self.shadow[where] = keep
 
-    def describe(self, t: _Thread, ev) -> Access:
+    def describe(self, t: _Thread, ev, iteration: str) -> Access:
         rank = t.key[0]
-        return Access(rank, ev[7], ev[5], ev[6] or "?", KIND_NAMES[ev[4]])
+        return Access(rank, ev[7], ev[5], ev[6] or "?", KIND_NAMES[ev[4]], iteration)
 
     def report(self, where, r: _Shadow, t: _Thread, ev, common) -> None:
-        first, second = self.describe(r.thread, r.ev), self.describe(t, ev)
+        first = self.describe(r.thread, r.ev, r.iteration(common))
+        second = self.describe(t, ev, iteration_of(ev, 10))
         key = (where, frozenset(((first.rank, first.line, first.op),
                                  (second.rank, second.line, second.op))))
         if key in self.found:

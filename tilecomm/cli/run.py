@@ -35,7 +35,8 @@ from .programs import default_ranks, targets
 
 # option -> the variable ``from_env`` reads for it (the script form)
 ENV_OF = {"detect_races": "TILECOMM_DETECT_RACES", "transport": "TILECOMM_TRANSPORT",
-          "lint": "TILECOMM_LINT", "trace": "TILECOMM_TRACE"}
+          "lint": "TILECOMM_LINT", "trace": "TILECOMM_TRACE",
+          "poison_windows": "TILECOMM_POISON_WINDOWS"}
 # options only the FILE.py::NAME form takes (a script reads its own argv)
 PROGRAM_ONLY = ("--ranks", "--dim", "--scalar")
 # the shell's status of a process ended by Ctrl-C (128 + SIGINT)
@@ -77,6 +78,10 @@ def _first_positional(command, args):
 @click.option("--detect-races", is_flag=True,
               help="Check every call for data races (TILECOMM_DETECT_RACES=1): a race "
                    "raises DataRaceError (TC601) naming both accesses.")
+@click.option("--poison-windows", is_flag=True,
+              help="Fill every data window and pl.Out tensor with a sentinel before each "
+                   "call (TILECOMM_POISON_WINDOWS=1): NaN for floats, 0xA5 bytes for "
+                   "integers; elements nobody wrote show up in the outputs.")
 @click.option("--transport", type=click.Choice(ALL_TRANSPORTS),
               help="How ranks reach each other's windows (TILECOMM_TRANSPORT).  "
                    "Default: mpi under mpiexec, else shm.")
@@ -89,7 +94,8 @@ def _first_positional(command, args):
                    "written to DIR as BUILD-N.json, and its path printed.")
 @program_options(max_ranks=4096, only="FILE.py::NAME only.  ")
 @click.pass_context
-def run(ctx, target, args, detect_races, transport, lint, trace, ranks, dims, scalars):
+def run(ctx, target, args, detect_races, poison_windows, transport, lint, trace, ranks, dims,
+        scalars):
     """Run SCRIPT.py as `python SCRIPT.py ARGS...` would, with the run-time
     checkers the options name switched on for every call it makes; or call
     the program NAME of FILE.py once.
@@ -124,7 +130,8 @@ def run(ctx, target, args, detect_races, transport, lint, trace, ranks, dims, sc
             raise click.UsageError(f"{target} takes no arguments of its own; got "
                                    f"{' '.join(args)}")
         with _environment({ENV_OF["trace"]: os.path.abspath(trace) if trace else None}):
-            _run_program(target, detect_races, transport, lint, ranks, dims, scalars)
+            _run_program(target, detect_races, transport, lint, ranks, dims, scalars,
+                         poison_windows)
         return
     given = [opt for opt, v in zip(PROGRAM_ONLY, (ranks, dims, scalars)) if v]
     if given:
@@ -133,6 +140,7 @@ def run(ctx, target, args, detect_races, transport, lint, trace, ranks, dims, sc
     if not os.path.isfile(target):
         raise click.UsageError(f"no such script: {target}")
     env = {ENV_OF["detect_races"]: "1" if detect_races else None,
+           ENV_OF["poison_windows"]: "1" if poison_windows else None,
            ENV_OF["transport"]: transport, ENV_OF["lint"]: lint,
            ENV_OF["trace"]: os.path.abspath(trace) if trace else None}
     sys.exit(run_script(target, list(args), env))
@@ -197,7 +205,8 @@ def report_uncaught(e: BaseException, filename: str) -> None:
 
 
 # ------------------------------------------------------------ FILE.py::NAME
-def _run_program(target, detect_races, transport, lint, ranks, dims, scalars):
+def _run_program(target, detect_races, transport, lint, ranks, dims, scalars,
+                 poison_windows=False):
     path, name = split_target(target)
     try:
         module = load_quietly(path)
@@ -208,7 +217,7 @@ def _run_program(target, detect_races, transport, lint, ranks, dims, scalars):
     args = host_args(entry, world, dim_values(dims), scalar_values(scalars))
     cfg = RunConfig(distributed_config=DistributedConfig(device_ids=list(range(world))),
                     transport=transport, detect_races=True if detect_races else None,
-                    lint=lint)
+                    lint=lint, poison_windows=True if poison_windows else None)
     start = time.monotonic()
     # a tilecomm error ends the verb with its report (the command group's)
     if isinstance(program, ProgramClass):

@@ -12,12 +12,18 @@ from dataclasses import dataclass, field
 
 from ..waits import CMP_EQ, holds
 
-__all__ = ["BlockedWait", "NotifierSet", "deadlock_report", "satisfied"]
+__all__ = ["BlockedWait", "NotifierSet", "deadlock_report", "in_iteration", "satisfied"]
 
 
 
 def satisfied(cmp: int, value: int, expected: int) -> bool:
     return holds(cmp, value, expected)
+
+
+def in_iteration(iteration: str) -> str:
+    """How a report says which iteration a wait blocked in: `` (iteration
+    step=1)``, or nothing outside loops."""
+    return f" (iteration {iteration})" if iteration else ""
 
 
 def shown_cmp(cmp: int) -> str:
@@ -63,6 +69,8 @@ class BlockedWait:
     generation: int = 0
     waits_for: int = -1
     domain: tuple = ()
+    # the iteration of the loops the wait is in (``step=1``; "" outside loops)
+    iteration: str = ""
 
     @property
     def satisfied(self) -> bool:
@@ -73,7 +81,7 @@ class BlockedWait:
         d = {"rank": self.rank, "cmp": shown_cmp(self.cmp), "expected": self.expected,
              "span": self.span, "cell": list(self.cell), "dispatch": self.dispatch,
              "function": self.function, "kind": self.kind, "value": self.value,
-             "satisfied": self.satisfied}
+             "satisfied": self.satisfied, "iteration": self.iteration}
         if self.kind == "dispatch":
             d["peer"] = self.peer
         else:
@@ -87,6 +95,7 @@ class BlockedWait:
     def where(self) -> str:
         """One phrase for what this rank is stuck in."""
         at = f" at {self.span}" if self.span else ""
+        at += in_iteration(self.iteration)
         if self.collective:
             return f"inside {self.collective}{at} (signal '{self.buffer}')"
         if self.kind == "dispatch":
@@ -126,7 +135,7 @@ def deadlock_report(blocked: list, world: int, finished) -> str:
         if b.dispatch and b.dispatch != b.function:
             func += f" (dispatched as {b.dispatch})"
         cell = ", ".join(map(str, b.cell))
-        lines.append(f"  rank {b.rank}: pld.system.wait{where}{func}")
+        lines.append(f"  rank {b.rank}: pld.system.wait{where}{in_iteration(b.iteration)}{func}")
         lines.append(f"      cell {b.buffer}[{cell}] = {b.value} on rank {b.rank}, "
                      f"waiting for {op} {b.expected} (WaitCmp.{cmp})")
         if b.notifiers:
@@ -161,7 +170,8 @@ def _collective_lines(blocked: list, finished: list) -> list:
                      f"{', '.join(map(str, inside[0].domain))})")
         for b in sorted(inside, key=lambda b: b.rank):
             cell = ", ".join(map(str, b.cell))
-            lines.append(f"      rank {b.rank}: inside, at barrier generation {b.generation}, "
+            lines.append(f"      rank {b.rank}: inside{in_iteration(b.iteration)}, at barrier "
+                         f"generation {b.generation}, "
                          f"waiting for rank {b.waits_for} to arrive (cell {buf}[{cell}] = "
                          f"{b.value}, needs >= {b.expected})")
         members = {b.rank for b in inside}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..waits import CMP_GE_U, holds
-from .deadlock import BlockedWait, shown_cmp
+from .deadlock import BlockedWait, in_iteration, shown_cmp
 
 __all__ = ["RankTasks", "TaskWait", "rank_lines"]
 
@@ -104,7 +104,7 @@ def rank_lines(tasks: RankTasks, waits: list, finished) -> list:
              f"{snap.get('counts', {}).get('queued', 0)} queued on dependencies"]
     for w in sorted(held, key=lambda w: w.core):
         lines.append(f"    core {w.core}: task '{w.task}'{_where(w.task_span)} blocked in "
-                     f"pld.system.wait{_where(w.span)}")
+                     f"pld.system.wait{_where(w.span)}{in_iteration(w.iteration)}")
         lines.append(f"        {_cell_line(w)}")
         lines.append(f"        {_notifiers(w, finished)}")
     for w in deferred:

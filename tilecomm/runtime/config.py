@@ -137,6 +137,13 @@ class RunConfig:
                        before any rank starts, "off" skips the lint.  None
                        (default): $TILECOMM_LINT, else "warn" for programs of
                        up to LINT_DEFAULT_MAX_WORLD (32) ranks and "off" above.
+    poison_windows     fill every data window and every ``pl.Out`` tensor of the
+                       call with a sentinel before it runs (NaN for floats, the
+                       byte 0xA5 repeated for integers; ``POISON_BYTE``), so a
+                       read of elements nobody wrote shows up instead of reading
+                       zeros.  INT32 windows are signal windows and start at 0 as
+                       always.  None (default): $TILECOMM_POISON_WINDOWS=1 turns
+                       it on.  The shm and copy transports.
     """
 
     platform: str = "cpu"
@@ -163,6 +170,7 @@ class RunConfig:
     enable_l2_swimlane: int | bool | None = None      # deprecated name of enable_chip_swimlane
     detect_races: bool | None = None
     lint: str | None = None
+    poison_windows: bool | None = None
 
     def __post_init__(self):
         _check_dfx(self)
@@ -198,6 +206,10 @@ class RunConfig:
             raise ConfigError(f"RunConfig.detect_races must be True, False or None "
                               f"($TILECOMM_DETECT_RACES), got {self.detect_races!r}", code="TC402",
                               span=_user_span())
+        if self.poison_windows not in (None, True, False):
+            raise ConfigError(f"RunConfig.poison_windows must be True, False or None "
+                              f"($TILECOMM_POISON_WINDOWS), got {self.poison_windows!r}",
+                              code="TC402", span=_user_span())
         if self.lint is not None and self.lint not in LINT_MODES:
             raise ConfigError(f"RunConfig.lint must be one of {list(LINT_MODES)} or None "
                               f"($TILECOMM_LINT), got {self.lint!r}", code="TC402",
@@ -223,6 +235,13 @@ class RunConfig:
         if self.detect_races is not None:
             return self.detect_races
         return bool(from_env().get("detect_races"))
+
+    @property
+    def poison_enabled(self) -> bool:
+        """Whether a call with this config poisons its windows and outputs."""
+        if self.poison_windows is not None:
+            return self.poison_windows
+        return bool(from_env().get("poison_windows"))
 
     def resolved_lint(self, world: int = 1) -> str:
         """What the protocol lint does when this config compiles a program of
@@ -365,6 +384,12 @@ def from_env() -> dict:
         raise ConfigError(f"TILECOMM_DETECT_RACES must be 0 or 1, got {races!r}", code="TC402")
     if races == "1":
         out["detect_races"] = True
+    poison = os.environ.get("TILECOMM_POISON_WINDOWS", "")
+    if poison not in ("", "0", "1"):
+        raise ConfigError(f"TILECOMM_POISON_WINDOWS must be 0 or 1, got {poison!r}",
+                          code="TC402")
+    if poison == "1":
+        out["poison_windows"] = True
     budget = os.environ.get("TILECOMM_EXPLORE_BUDGET", "")
     if budget:
         out["explore_budget"] = _explore_budget(budget)

@@ -4,7 +4,7 @@ dispatch progress, and how the controller aborts a call.
 
 ``ControlPlane`` is the interface (the monitor and the ranks use nothing
 else); ``ShmControlPlane`` implements it on a small shared segment.  Each
-rank owns one 128-byte record of int64 slots (the int32 cells used with
+rank owns one record of int64 slots (the int32 cells used with
 futexes sit in the low half of their slot).  A rank writes its wait record
 *before* it publishes state BLOCKED, and re-checks its condition after, so a
 controller that sees every live rank BLOCKED with unchanged generations, and
@@ -49,6 +49,16 @@ class WaitRecord:
     ndim: int
     coll: int = -1         # id of the collective the wait is part of (collectives.names)
     gen: int = 0           # its barrier generation within the call
+    # the iteration of the loops the wait is in, innermost last (packed by
+    # rank/iterations.py; 0: none): a wait that blocks reads them off its stack
+    loop0: int = 0
+    loop1: int = 0
+    loop2: int = 0
+    loop3: int = 0
+
+    @property
+    def loops(self) -> tuple:
+        return (self.loop0, self.loop1, self.loop2, self.loop3)
 
 
 @dataclass(frozen=True)
@@ -198,8 +208,8 @@ class ControlPlane(ABC):
 
 # ---------------------------------------------------------------- shm block
 (STATE, GEN, W_BUF, W_INDEX, W_CMP, W_EXPECTED, W_LOC, W_PEER, DONE_SEQ, _SPARE, W_FUNC,
- W_COLS, W_NDIM, W_COLL, W_GEN, RUNS) = range(16)
-RECORD_SLOTS = 16
+ W_COLS, W_NDIM, W_COLL, W_GEN, RUNS, W_LOOP0, W_LOOP1, W_LOOP2, W_LOOP3) = range(20)
+RECORD_SLOTS = 20
 HEADER_SLOTS = 16
 # per rank, how many collective calls it entered on each signal buffer (by
 # buffer id, for the first COUNTER_SLOTS buffers of a program): a collective
@@ -216,7 +226,8 @@ DONE_SLEEPERS = 3
 SLOT = 8
 _RECORD = ((W_BUF, "buffer"), (W_INDEX, "index"), (W_CMP, "cmp"), (W_EXPECTED, "expected"),
            (W_LOC, "loc"), (W_PEER, "peer"), (W_FUNC, "func"), (W_COLS, "cols"),
-           (W_NDIM, "ndim"), (W_COLL, "coll"), (W_GEN, "gen"))
+           (W_NDIM, "ndim"), (W_COLL, "coll"), (W_GEN, "gen"), (W_LOOP0, "loop0"),
+           (W_LOOP1, "loop1"), (W_LOOP2, "loop2"), (W_LOOP3, "loop3"))
 
 
 # after the counters: the race sequencer's stripes, each a ticket lock (next

@@ -38,6 +38,9 @@ class BufferInfo:
     nbytes: int | None
     devices: frozenset          # union of the dispatches its views reach
     notifiers: dict = field(default_factory=dict)   # device -> names of notifying functions
+    # the dtypes of its pld.window views (names, e.g. "INT32"): a buffer
+    # viewed as INT32 may hold signal cells (RunConfig.poison_windows spares it)
+    dtypes: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class KernelImage:
     the specialisation existed receives it pickled and compiles the source."""
 
     def __init__(self, *, source, filename, linemap, spans, func_names, param_shapes,
-                 notify_sources=None, namespace=None, dump_params=None, dump_tasks=None):
+                 notify_sources=None, namespace=None, dump_params=None, dump_tasks=None,
+                 loops=(), line_loops=None):
         self.key = next(_IMAGE_KEYS)
         self.source = source
         self.filename = filename
@@ -73,6 +77,11 @@ class KernelImage:
         # indices; (task span id, task body function) -> tagged argument indices
         self.dump_params = dict(dump_params or {})
         self.dump_tasks = dict(dump_tasks or {})
+        # the program's for loops ((var, span, function) each) and, per lowered
+        # line, the ids of the loops it is in: how a report names the
+        # iteration a rank was in (runtime/rank/iterations.py)
+        self.loops = tuple(loops)
+        self.line_loops = dict(line_loops or {})
         self._namespace = namespace
 
     def __getstate__(self):

@@ -31,12 +31,12 @@ def area_size(world: int) -> int:
 def _wait(w):
     """A WaitRecord as a list (the monitor rebuilds it with ``record``)."""
     return None if w is None else [w.buffer, w.index, w.cmp, w.expected, w.loc, w.peer, w.cols,
-                                   w.ndim, w.coll, w.gen]
+                                   w.ndim, w.coll, w.gen, *w.loops]
 
 
 def record(w: list, func: int) -> C.WaitRecord:
-    b, i, cmp, e, loc, peer, cols, ndim, coll, gen = w
-    return C.WaitRecord(b, i, cmp, e, loc, peer, func, cols, ndim, coll, gen)
+    b, i, cmp, e, loc, peer, cols, ndim, coll, gen, *loops = w
+    return C.WaitRecord(b, i, cmp, e, loc, peer, func, cols, ndim, coll, gen, *loops)
 
 
 def snapshot(sched) -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 from ...errors import ArgumentError
 from ...ir.types import INOUT, OUT
 from . import shmspace
+from .. import poison
 from .orchestrator import HostTensor
 from ..executable import to_numpy
 
@@ -75,6 +76,16 @@ def share_arguments(run, args, executable):
     vals, copies, seen = [], [], {}
     # a caller of torch gets torch in its SubWorkers too (subworkers.invoke)
     run.torch = any(type(a).__module__.startswith("torch") for a in args)
+    # RunConfig.poison_windows: a tensor passed only as pl.Out starts as the
+    # sentinel (runtime/poison.py), not as the caller's values
+    poisoned = set()
+    if run.config.poison_enabled:
+        directions = {}
+        for a, direction in zip(args, _directions(executable)):
+            arr = None if isinstance(a, Resident) else to_numpy(a)
+            if arr is not None:
+                directions.setdefault(_key(arr), set()).add(direction)
+        poisoned = {k for k, ds in directions.items() if ds == {OUT}}
     for a, direction in zip(args, _directions(executable)):
         if isinstance(a, Resident):
             vals.append(a.host_value())      # resident already: passed by reference
@@ -88,7 +99,10 @@ def share_arguments(run, args, executable):
         if shared is None:
             seg = run.argument_segment(max(arr.nbytes, 1))
             shared = HostTensor(seg, seg.ndarray(arr.dtype, arr.shape))
-            np.copyto(shared.array, arr)
+            if key in poisoned:
+                poison.fill(shared.array)
+            else:
+                np.copyto(shared.array, arr)
             seen[key] = shared
         vals.append(shared)
         if direction in _OUTPUTS and not any(s is shared for _, s in copies):

@@ -15,13 +15,16 @@ import time
 
 from ...check.races import MAX_REPORTED, find_all_races, find_races
 from ...dfx import trace as T
-from ...errors import ConfigError, DataRaceError, RuntimeFault
+from ...errors import ConfigError, DataRaceError, RuntimeFault, TilecommWarning
 from ..messages import Files
 from ..rank.argdumps import unwritable
 from ..rank.artefacts import (MERGED_TRACE, RANK_TRACE, DfxSettings, dfx_root, dispatch_dir,
-                              dispatch_trace_name, race_log_path, step_log_path)
+                              dispatch_trace_name, poison_log_path, race_log_path,
+                              step_log_path)
 from ..rank.exploring import read_steps
 from ..rank.racing import LogFile
+from ..rank.unwritten import ITERATIONS_MAX, read_found, rows_text
+from ..poison import SIGNAL_DTYPE
 from .race_history import ChainedLog
 from ..rank.tracing import pid_of
 
@@ -78,12 +81,19 @@ class RunArtefacts:
                                    "detect_races")
         steps = None if explore is None else (f"{logs}-steps", tuple(explore.schedule),
                                               explore.limit, tuple(explore.picks))
+        poison = None
+        if config.poison_enabled:
+            # the windows the run may poison (runtime/poison.py): a run with
+            # none records nothing for it
+            candidates = frozenset(b.id for b in executable.prog.buffers
+                                   if SIGNAL_DTYPE not in b.dtypes)
+            poison = (f"{logs}-poison", candidates) if candidates else None
         trace_dir = config.trace_dir
         if not config.dfx_enabled and not trace_dir:
-            if not races and steps is None:
+            if not races and steps is None and poison is None:
                 return None
             return cls(DfxSettings(None, 0, 0, False, False, 0, "", f"{logs}-races" if races
-                                   else None, steps), executable.world, explore)
+                                   else None, steps, poison), executable.world, explore)
         out = getattr(executable, "output_dir", None)
         if not out:
             raise RuntimeFault("run artefacts need the program's output directory, and this "
@@ -104,7 +114,7 @@ class RunArtefacts:
         settings = DfxSettings(root, lane, int(config.enable_dump_args),
                                bool(config.enable_dep_gen or lane), bool(config.enable_scope_stats),
                                time.perf_counter_ns(), os.path.basename(out),
-                               f"{logs}-races" if races else None, steps)
+                               f"{logs}-races" if races else None, steps, poison)
         return cls(settings, executable.world, explore, trace_dir)
 
     def races(self):
@@ -125,10 +135,37 @@ class RunArtefacts:
         return DataRaceError(found[:MAX_REPORTED], max(0, len(found) - MAX_REPORTED)) \
             if found else None
 
+    def unwritten(self) -> list:
+        """The run ended on every rank: its reads of window elements that
+        still held the poison sentinel, as ``TilecommWarning``s (TC606), one
+        per (rank, window copy, source line)."""
+        if self.settings.poison is None:
+            return []
+        out = []
+        for r in range(self.world):
+            for rank, name, owner, ops, line, its, who, span, rows in \
+                    read_found(poison_log_path(self.settings, r)):
+                copy = "its own copy" if owner == rank else f"rank {owner}'s copy"
+                at = ""
+                if its:
+                    more = ", ..." if len(its) > ITERATIONS_MAX else ""
+                    at = f" (iteration{'s' if len(its) > 1 else ''} " \
+                         f"{'; '.join(its[:ITERATIONS_MAX])}{more})"
+                out.append(TilecommWarning(
+                    f"rank {rank}'s {' / '.join(ops)}{at} in {who} read row(s) "
+                    f"{rows_text(rows)} of window "
+                    f"'{name}' ({copy}) before anything wrote them: they still held the "
+                    f"RunConfig.poison_windows sentinel", code="TC606", span=span,
+                    hint="write every element before the notify that lets a reader in, or "
+                         "read only the rows that were written"))
+        return out
+
     def close(self) -> None:
         """Remove the race logs and step logs (the run is over, whichever
         way), giving an explored run's plan the steps its ranks made."""
         paths = []
+        if self.settings.poison is not None:
+            paths += [poison_log_path(self.settings, r) for r in range(self.world)]
         if self.history is not None:          # its logs go with the history's
             self.history.checked()
         elif self.settings.races is not None:

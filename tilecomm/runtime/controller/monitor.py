@@ -17,6 +17,7 @@ from . import shmspace
 from .. import taskplane
 from .launcher import describe_exit
 from ..messages import Failed
+from ..rank import iterations
 
 POLL_S = 0.02
 
@@ -125,7 +126,8 @@ def blocked_wait(run, rank: int, w: C.WaitRecord):
     cols = max(w.cols, 1)
     cell = (w.index // cols, w.index % cols) if w.ndim == 2 else (w.index,)
     common = dict(rank=rank, cmp=w.cmp, expected=w.expected, span=span, cell=cell,
-                  dispatch=fn.py_name if fn else None, function=span.func if span else None)
+                  dispatch=fn.py_name if fn else None, function=span.func if span else None,
+                  iteration=iterations.text(exe.image, iterations.unpack(w.loops)))
     if w.buffer == C.DEP_WAIT:
         return BlockedWait(kind="dispatch", peer=w.peer, value=run.ranks.control.done_seq(w.peer),
                            **common)

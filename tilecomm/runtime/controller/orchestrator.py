@@ -18,6 +18,7 @@ from ...ir.types import INOUT, OUT
 from ..rank.collective_calls import HostCollectives
 from ..rank.tile.kernel_ops import ValueOps
 from ..messages import Dispatch
+from .. import poison
 from .subworkers import invoke, wait_dispatches
 from ..values import HostRef, WindowBuffer, WindowRef, address
 
@@ -101,7 +102,9 @@ class HostRuntime(ValueOps, HostCollectives):
             raise RuntimeFault(f"window buffer '{rec.name}' size must be positive; got {nbytes}",
                                code="TC503")
         devices = tuple(sorted(rec.devices))
-        names = self.call.allocate_window(nbytes, devices, rec.name)
+        poisoned = dtype if self.call.config.poison_enabled and \
+            poison.data_window(rec, dtype) else None
+        names = self.call.allocate_window(nbytes, devices, rec.name, poisoned)
         buf = WindowBuffer(buf_id, rec.name, nbytes, devices, names)
         self.call.buffers[buf_id] = buf
         return buf

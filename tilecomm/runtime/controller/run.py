@@ -38,8 +38,12 @@ outlives the call.
 """
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
+
 from ...dfx import hostfaults
-from ...errors import TilecommError, UserError
+from ...errors import ConfigError, TilecommError, TilecommWarning, UserError
 from ...transport import segments as S
 from ..messages import Batch, BeginRun, EndRun, Shutdown
 from .arguments import check_arguments, copy_back, map_result, share_arguments
@@ -47,6 +51,7 @@ from .artefacts import RunArtefacts
 from .backend import runs_host_code
 from .monitor import monitor
 from .orchestrator import HostRuntime
+from .. import poison
 from .ranks import Ranks, next_id
 
 __all__ = ["BATCH_MESSAGES", "Run", "execute", "launch", "runs_host_code"]
@@ -207,12 +212,17 @@ class Run:
         try:
             self.watch()
             races = self.artefacts.races() if self.artefacts is not None else None
+            unwritten = self.artefacts.unwritten() if self.artefacts is not None else []
             result = self.collect()
         except BaseException as e:
             self.fail(e)
             raise
         finally:
             self.release()
+        for w in unwritten:                # RunConfig.poison_windows: after the results too
+            span = w.span
+            warnings.warn_explicit(w, TilecommWarning, span.file if span else "<program>",
+                                   span.line if span else 0)
         if races is not None:              # raised after the results are written back
             raise races
         return result
@@ -272,11 +282,26 @@ class Run:
         self.segments.append(seg)
         return seg
 
-    def allocate_window(self, nbytes: int, members: tuple, name: str = "") -> tuple:
+    def allocate_window(self, nbytes: int, members: tuple, name: str = "",
+                        poisoned=None) -> tuple:
+        """A window of ``nbytes`` per member; ``poisoned``: the DataType whose
+        sentinel fills it (``runtime/poison.py``), None to leave it zeroed."""
         persistent = self.ranks.persistent
         if persistent is not None:
             return persistent.allocate(self.executable.program_key, name, nbytes, members)
-        return self.ranks.transport.allocate(self, nbytes, members)
+        first = len(self.segments)
+        names = self.ranks.transport.allocate(self, nbytes, members)
+        if poisoned is not None:
+            made = self.segments[first:]
+            if not made:
+                raise ConfigError(f"RunConfig.poison_windows: the {self.ranks.transport.name} "
+                                  f"transport does not place windows in memory the caller "
+                                  f"fills", code="TC402",
+                                  hint="poison windows on the shm or copy transport")
+            # fresh segments no dispatch has named yet: no rank can have written them
+            for seg in made:
+                poison.fill_bytes(seg.ndarray(np.uint8, (seg.size,)), poisoned.np_dtype)
+        return names
 
     def send(self, rank: int, msg) -> None:
         box = self._outbox[rank]

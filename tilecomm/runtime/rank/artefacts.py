@@ -72,6 +72,7 @@ from .exploring import Explorer, ExploringEndpoint
 from .racing import RaceLog
 from .recorder import Dispatch, Recording
 from .tracing import MAIN_TID, Recorder, pid_of
+from .unwritten import UnwrittenReads
 
 DFX_DIR = "dfx_outputs"
 MERGED_TRACE = "merged_swimlane.json"
@@ -92,6 +93,9 @@ class DfxSettings:
     # chosen at the first steps, the most steps a run may take, the ready
     # task taken at PICK steps: (step index, option) pairs)
     explore: tuple | None = None
+    # RunConfig.poison_windows: (the path prefix of each rank's record of
+    # reads of unwritten elements, the ids of the windows the run may poison)
+    poison: tuple | None = None
 
     @property
     def files(self) -> bool:
@@ -101,6 +105,10 @@ class DfxSettings:
 
 def race_log_path(settings: DfxSettings, rank: int) -> str:
     return f"{settings.races}-{rank}"
+
+
+def poison_log_path(settings: DfxSettings, rank: int) -> str:
+    return f"{settings.poison[0]}-{rank}"
 
 
 def step_log_path(settings: DfxSettings, rank: int) -> str:
@@ -161,8 +169,13 @@ class RankArtefacts:
             # (the sink takes the rest: exploring.py)
             rc.transport = ExploringEndpoint(real, self.explore)
             rc._signal, rc._try_wait = rc.transport.signal, rc.transport.try_wait
+        self.unwritten = None
+        if settings.poison:
+            self.unwritten = UnwrittenReads(rank, poison_log_path(settings, rank),
+                                            settings.poison[1])
         self.failed = False
-        sinks = [s for s in (self.rec, self.task_dumps, self.races, self.explore) if s is not None]
+        sinks = [s for s in (self.rec, self.task_dumps, self.races, self.explore,
+                             self.unwritten) if s is not None]
         # a run that records nothing keeps the plain context (no recording
         # code on its path at all); one that does records once, for every
         # sink, through the recording context (the scheduler's threads follow

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from math import prod
 
 import numpy as np
@@ -16,12 +17,16 @@ from ...errors import RuntimeFault
 from ...transport.base import WaitHooks
 from ...transport.memops import check_atomic
 from .. import control as C
+from . import iterations
 from .collective_calls import RankCollectives
 from .tile.site_ops import POOL_MIN
 from .tile.kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
 from .taskops import TaskOps
 from .touched import transfer
 from ..values import Tile, WindowView, make_tile
+
+
+_LOOP_FIELDS = ("loop0", "loop1", "loop2", "loop3")
 
 
 class RankAborted(BaseException):
@@ -141,7 +146,12 @@ class RankContext(KernelOps, RankCollectives, TaskOps):
         self._block_on(cell, int(cmp), int(expected), record)
 
     def _block_on(self, cell, cmp: int, expected: int, record: C.WaitRecord) -> None:
-        """The blocking part of a wait, published for the monitor as ``record``."""
+        """The blocking part of a wait, published for the monitor as ``record``
+        with the iteration of the loops the wait is in (read off the stack
+        here, past the wait's spin: a wait that does not block never looks)."""
+        loops = iterations.current(self.image)
+        if loops:
+            record = replace(record, **dict(zip(_LOOP_FIELDS, iterations.pack(loops))))
         self.transport.wait(cell, cmp, expected, self._hooks(record))
 
     def _cell(self, view: WindowView, peer, offsets, op):

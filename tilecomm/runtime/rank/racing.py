@@ -9,6 +9,12 @@ with how much of that order it saw, each task's submission and predecessors,
 each collective's footprint and barriers, each dispatch's end.  The
 controller replays the ranks' logs after the call (``check/races.py``).
 
+Each access, notify and wait carries the iteration of the loops it is in
+(``iteration``, read off the lowered frames: ``iterations.py``), so a
+report says which round of a ``pl.range`` loop raced; it is not part of
+what makes two accesses the same (``add``): a repeat on the same bytes
+keeps its first iteration, which races as the repeat does.
+
 The modification order comes from the control plane's sequencer: a notify
 runs under its cell's stripe lock and takes the next number there
 (``sequenced_signal``: this sink is the one that runs a notify's signal); a
@@ -37,6 +43,7 @@ from .collective_calls import BUILTIN_PREFIX
 from .deps import Tracker, explicit_ids, inferred_ids
 from ...check.events import PLAIN
 from .argdumps import param_names
+from . import iterations
 from .recorder import Local, Sink
 from .tracing import SourceLines
 from ..values import WindowView
@@ -85,6 +92,7 @@ class RaceLog(Sink):
         self.scopes = 0                 # task scopes of the dispatch now open
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
+        self.texts: dict = {}           # loop iteration pairs -> their text (``iteration``)
         # where the sequencer's counts stand as this rank begins (the replay
         # tells this call's notifies from earlier ones with it)
         self.add((BASE, None, control.sequence_counts()))
@@ -92,6 +100,8 @@ class RaceLog(Sink):
     # ------------------------------------------------------------ dispatches
     def begin_dispatch(self, ctx, d) -> None:
         self.fname = d.fname
+        if d.image is not self.lines.image:
+            self.texts = {}             # iteration texts of this image, by their pairs
         self.lines.follow(d.image)
         self.plains = []
         self.scopes = 0
@@ -151,7 +161,8 @@ class RaceLog(Sink):
         thr, who, line = self.site(ctx)
         self.window(target)
         self.add((NOTIFY, thr, ev.notes["race_key"], int(op), int(value), int(ev.result),
-                  ev.notes["race_seq"], line, who, int(ev.notes["race_prev"])))
+                  ev.notes["race_seq"], line, who, int(ev.notes["race_prev"]),
+                  self.iteration()))
 
     def after_wait(self, ctx, ev) -> None:
         signal, offsets, expected, cmp, loc = ev.args
@@ -160,7 +171,7 @@ class RaceLog(Sink):
         thr, who, line = self.site(ctx, loc)
         self.window(signal)
         self.add((WAIT, thr, key, int(cmp), int(expected), seen, line, who,
-                  cell_label(signal, signal.rank, offsets)))
+                  cell_label(signal, signal.rank, offsets), self.iteration()))
 
     def after_defer(self, ctx, ev) -> None:
         signal, offsets, expected, cmp, loc = ev.args
@@ -215,6 +226,21 @@ class RaceLog(Sink):
         func = getattr(sp, "func", None) or self.fname
         return MAIN, func if func == self.fname else f"{func}, dispatched as {self.fname}", line
 
+    def iteration(self) -> str:
+        """The iteration of the loops the op being recorded is in (``step=2``;
+        "" outside loops): read off the lowered frames of the stack
+        (``iterations.py``), as ``site`` reads the line."""
+        image = self.lines.image
+        if image is None or not getattr(image, "line_loops", None):
+            return ""
+        pairs = iterations.current(image)
+        if not pairs:
+            return ""
+        got = self.texts.get(pairs)
+        if got is None:
+            got = self.texts[pairs] = iterations.text(image, pairs)
+        return got
+
     def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
         """An access of ``view[idx]`` in member ``peer``'s copy."""
         self.window(view)
@@ -223,7 +249,7 @@ class RaceLog(Sink):
         runs = byte_runs(local[idx] if idx else local, base)
         thr, who, line = self.site(ctx, loc)
         self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs, kind, op,
-                  line, who, view.shape, local.itemsize))
+                  line, who, view.shape, local.itemsize, self.iteration()))
 
     def local(self, ctx, region, kind, op, loc=-1) -> None:
         """An access of ndarray ``region`` if it lies in this rank's copy of a
@@ -249,7 +275,7 @@ class RaceLog(Sink):
                 return
         thr, who, line = self.site(ctx, loc)
         self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op, line, who,
-                  shape, item))
+                  shape, item, self.iteration()))
 
     def sequenced(self, cell, op=None) -> tuple:
         """(``op()``, its number in ``cell``'s modification order); with no op,
@@ -276,6 +302,7 @@ class RaceLog(Sink):
         bid = signal.buffer.id
         count = self.calls[bid] = self.calls.get(bid, 0) + 1
         thr, who, line = self.site(ctx, loc)
+        iteration = self.iteration()
         op = f"pld.tensor.{name}"
         for step in steps:
             if step[0] == "barrier":
@@ -290,7 +317,7 @@ class RaceLog(Sink):
             item = view.local.itemsize
             self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[member]),
                       ((lo * item, hi * item),), READ if what == "read" else WRITE, op, line, who,
-                      view.shape, item))
+                      view.shape, item, iteration))
 
     def add(self, event: tuple) -> None:
         with self.lock:

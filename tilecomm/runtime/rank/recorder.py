@@ -41,10 +41,12 @@ contract, stated here rather than left to a class hierarchy:
    operation, the rank takes its turn;
 2. argument dumps (``argdumps.py``);
 3. tracing (``tracing.py``) -- its slice starts after the turn is taken;
-4. race checking (``racing.py``) -- last: it is the one sink that wraps an
+4. race checking (``racing.py``): it is the one sink that wraps an
    operation itself (``sequenced_signal``: a notify's signal runs under the
    sequencer lock of its cell, which numbers it in the cell's modification
-   order).
+   order);
+5. reads of unwritten elements (``unwritten.py``, ``poison_windows``) --
+   last: it only looks at the memory an op read once the op is done.
 
 So a notify is: explore takes the turn, trace notes the time, the race sink
 runs the signal in its sequencer, then (``after``, same order) explore logs
