@@ -80,14 +80,15 @@ def dominates(later: int, earlier: int) -> bool:
     return CONFLICTS[earlier] <= CONFLICTS[later]
 
 
-def byte_runs(region, base: int) -> tuple:
+def byte_runs(region, base: int, addr: int | None = None) -> tuple:
     """The bytes an ndarray view ``region`` covers, as sorted (start, end)
     pairs relative to address ``base``: one pair when the view is contiguous,
-    else one per innermost contiguous run."""
+    else one per innermost contiguous run.  ``addr``: the view's first
+    address, when the caller has it already."""
     n = region.size
     if n == 0:
         return ()
-    start = region.__array_interface__["data"][0] - base
+    start = (region.__array_interface__["data"][0] if addr is None else addr) - base
     if region.flags.c_contiguous:
         return ((start, start + region.nbytes),)
     shape, strides, item = region.shape, region.strides, region.itemsize

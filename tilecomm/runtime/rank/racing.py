@@ -52,6 +52,8 @@ from ..values import WindowView
 # events a rank keeps in memory before it appends them to its log file
 # (~300 bytes each in memory, ~35 on disk)
 SPILL_EVENTS = 1 << 16
+# an access event's iteration, to read when the event is kept (``add``)
+_ITERATION = object()
 # distinct accesses a thread remembers between two synchronisations, to drop
 # repeats of them (a loop over more regions than this logs the rest in full)
 SINCE_MAX = 4096
@@ -249,7 +251,7 @@ class RaceLog(Sink):
         runs = byte_runs(local[idx] if idx else local, base)
         thr, who, line = self.site(ctx, loc)
         self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs, kind, op,
-                  line, who, view.shape, local.itemsize, self.iteration()))
+                  line, who, view.shape, local.itemsize, _ITERATION))
 
     def local(self, ctx, region, kind, op, loc=-1) -> None:
         """An access of ndarray ``region`` if it lies in this rank's copy of a
@@ -274,8 +276,8 @@ class RaceLog(Sink):
             else:
                 return
         thr, who, line = self.site(ctx, loc)
-        self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo), kind, op, line, who,
-                  shape, item, self.iteration()))
+        self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo, addr), kind, op, line, who,
+                  shape, item, _ITERATION))
 
     def sequenced(self, cell, op=None) -> tuple:
         """(``op()``, its number in ``cell``'s modification order); with no op,
@@ -339,6 +341,8 @@ class RaceLog(Sink):
                     return
                 elif len(seen) < SINCE_MAX:
                     seen.add(key)
+                if event[-1] is _ITERATION:       # read off the stack for kept events only
+                    event = event[:-1] + (self.iteration(),)
             else:
                 self.since.pop(thread, None)
             self.events.append(event)
