@@ -1,0 +1,143 @@
+"""A job across nodes: a host that goes silent ends the job, named.
+
+Within one node a dead process is seen at once (its sockets close, the
+launcher reaps it and ends the job).  Between nodes a host that loses power
+or its network closes nothing: MPI's transfers to it simply never complete,
+so a process blocked in one -- a wait polling the RMA control plane, a
+collective step -- would stay blocked for ever, and so would the launcher.
+
+So in a job whose processes are on more than one node, every process keeps
+a lifeline with process 0 (a star: process 0 hears every process, each
+process hears process 0): a thread of its own sends a one-byte beat every
+``BEAT_S`` on a communicator of this module's own, and drains the beats it
+receives.  Nothing here waits on a peer: sends are non-blocking (a new beat
+is sent only once the last one completed), receives are probed.  A peer
+silent for ``LOST_S`` is lost: this process prints one line naming it, its
+rank and its host, and aborts the job (``MPI_Abort`` reaches the launcher
+through this node's own proxy; if that too is gone, the process exits after
+``ABORT_GRACE_S``).  A process that ends its script normally says *bye*
+first, so its silence afterwards is not taken for a loss.
+
+Costs: a thread that wakes every ``BEAT_S`` and one small message per
+process and period to process 0 (and from it to each); nothing on one node.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+
+BEAT_S = 0.25          # a beat every quarter second ...
+LOST_S = 5.0           # ... and twenty missed ones make a peer lost (a loaded
+                       # machine may starve the thread for a second or two)
+ABORT_GRACE_S = 2.0    # MPI_Abort that does not end this process in this long: exit
+TAG_BEAT, TAG_BYE = 1, 2
+
+# process-wide, like the process itself: the lifeline of this process's job
+_state: dict = {}
+
+
+def start(MPI) -> None:
+    """Collective on the job's first set-up of ranks (every process calls it
+    at the same step): start the lifeline if the job spans several nodes."""
+    if "started" in _state:
+        return
+    _state["started"] = True
+    world = MPI.COMM_WORLD
+    if world.Get_size() == 1:
+        return
+    node = world.Split_type(MPI.COMM_TYPE_SHARED)
+    hosts = world.allgather(MPI.Get_processor_name())
+    nodes = world.allreduce(1 if node.Get_rank() == 0 else 0)
+    node.Free()
+    if nodes == 1:
+        return
+    comm = world.Dup()
+    line = Lifeline(MPI, comm, hosts)
+    _state["line"] = line
+    atexit.register(line.stop)
+    line.thread.start()
+
+
+class Lifeline:
+    def __init__(self, MPI, comm, hosts: list):
+        self.MPI = MPI
+        self.comm = comm
+        self.me = comm.Get_rank()
+        self.hosts = hosts
+        self.peers = list(range(1, comm.Get_size())) if self.me == 0 else [0]
+        now = time.monotonic()
+        self.heard = {p: now for p in self.peers}  # when each watched peer last spoke
+        self.sends: dict = {}                       # the beat in flight to each peer
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tilecomm-mpi-lifeline",
+                                       daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(BEAT_S):
+            self._beat()
+            self._drain()
+            now = time.monotonic()
+            lost = [p for p, t in self.heard.items() if now - t > LOST_S]
+            if lost:
+                self._lost(lost, now)
+                return
+
+    def _beat(self) -> None:
+        for p in self.peers:
+            req = self.sends.get(p)
+            # one beat in flight per peer: to a silent peer none piles up
+            if req is None or req.Test():
+                self.sends[p] = self.comm.Isend([b"\0", self.MPI.BYTE], p, TAG_BEAT)
+
+    def _drain(self) -> None:
+        MPI, status = self.MPI, self.MPI.Status()
+        while True:
+            msg = self.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+            if msg is None:
+                return
+            buf = bytearray(max(status.Get_count(MPI.BYTE), 1))
+            msg.Recv([buf, MPI.BYTE])
+            peer = status.Get_source()
+            if status.Get_tag() == TAG_BYE:
+                self.heard.pop(peer, None)          # it left the job on purpose
+            elif peer in self.heard:
+                self.heard[peer] = time.monotonic()
+
+    def _lost(self, lost: list, now: float) -> None:
+        names = ", ".join(f"process {p} (rank {p}) on host {self.hosts[p]}" for p in lost)
+        silent = max(now - self.heard[p] for p in lost)
+        print(f"tilecomm: process {self.me} on host {self.hosts[self.me]} lost {names}: no "
+              f"word from it for {silent:.1f} s (that host is down, or the network to it "
+              f"is); aborting the MPI job", file=sys.stderr, flush=True)
+        # the last resort if the abort cannot reach the launcher either
+        timer = threading.Timer(ABORT_GRACE_S, os._exit, (70,))
+        timer.daemon = True
+        timer.start()
+        self.MPI.COMM_WORLD.Abort(70)
+
+    def stop(self) -> None:
+        """At exit, before MPI is finalised: say bye (so this process's
+        silence from now on is not taken for a loss), then read what the
+        peers still send until each of them said bye too -- every beat sent
+        to this process is received before MPI ends (MPI orders one
+        sender's messages, so none follows a bye) -- or went silent."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        self.thread.join()
+        self.stopped_at = time.monotonic()
+        sends = [self.comm.Isend([b"\0", self.MPI.BYTE], p, TAG_BYE) for p in self.peers]
+        sends += [r for r in self.sends.values() if r is not None]
+        while True:
+            self._drain()
+            sends = [r for r in sends if not r.Test()]
+            now = time.monotonic()
+            # every peer said bye (none left) or is gone; and every send
+            # taken, or left to a peer that is gone
+            if all(now - t > LOST_S for t in self.heard.values()) and \
+                    (not sends or now - self.stopped_at > LOST_S):
+                return
+            time.sleep(0.002)
