@@ -60,11 +60,28 @@ exec sleep infinity
 """
 
 # hydra calls this as ``launch [-x] HOST "COMMAND"`` (its ssh launcher's
-# arguments); entering the host's namespaces stands for logging into it
+# arguments); entering the host's namespaces stands for logging into it.  As
+# ssh says when a connection drops, it says when the host's side of the job
+# (hydra's proxy) was killed -- all of the host's processes gone -- which
+# hydra itself reports only as a closed socket.  The proxy dies with it
+# (--pdeathsig), as a remote session ends with its ssh.
 LAUNCH = r"""#!/bin/sh
+# mpiexec's own stderr, held from the start: the report below must not
+# depend on mpiexec still reading ours (it ends at once when a host is lost)
+exec 3>"/proc/$PPID/fd/2" || exec 3>&2
+# mpiexec, ending, signals what it launched: the report comes first (the
+# proxy dies with this script in any case, --pdeathsig)
+trap '' TERM HUP INT
 while [ "${1#-}" != "$1" ]; do shift; done
 host=$1; shift
-exec nsenter -t "$(cat "%s/$host.pid")" --net --uts --mount --wd="$PWD" -- /bin/sh -c "$*"
+setpriv --pdeathsig KILL -- env --default-signal=TERM,HUP,INT \
+    nsenter -t "$(cat "%s/$host.pid")" --net --uts --mount --wd="$PWD" -- \
+    /bin/sh -c "exec $*" 3>&-
+status=$?
+if [ $status -gt 128 ]; then
+    echo "twohosts: lost $host: its side of the job was killed (signal $((status - 128)))" >&3
+fi
+exit $status
 """
 
 
@@ -163,7 +180,8 @@ class Hosts:
                 pid = self.pid(h)
             except (OSError, ValueError):
                 continue
-            for p in self.processes(h, pid) + [pid, self._maker(pid)]:
+            # the unshare first: its --kill-child takes the keeper quietly
+            for p in [self._maker(pid)] + self.processes(h, pid) + [pid]:
                 try:
                     os.kill(p, signal.SIGKILL)
                 except ProcessLookupError:

@@ -93,9 +93,12 @@ def mpi_transport(transport, monkeypatch):
 
 def pytest_configure(config):
     # MPI opens its descriptors (sockets, pipes, its own shared memory) once,
-    # at initialisation: do it before the first test's leak baseline
+    # at initialisation: do it before the first test's leak baseline; so is
+    # the lifeline of a job across hosts (a thread for the process's life),
+    # started here at the same step on every process, as it must be
+    from tilecomm.backends.mpi import lifeline
     from tilecomm.backends.mpi.comm import require_mpi
-    require_mpi()
+    lifeline.start(require_mpi())
 
 
 @pytest.fixture

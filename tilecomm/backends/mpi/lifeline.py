@@ -13,9 +13,11 @@ process hears process 0): a thread of its own sends a one-byte beat every
 receives.  Nothing here waits on a peer: sends are non-blocking (a new beat
 is sent only once the last one completed), receives are probed.  A peer
 silent for ``LOST_S`` is lost: this process prints one line naming it, its
-rank and its host, and aborts the job (``MPI_Abort`` reaches the launcher
-through this node's own proxy; if that too is gone, the process exits after
-``ABORT_GRACE_S``).  A process that ends its script normally says *bye*
+rank and its host; process 0 aborts the job (``MPI_Abort`` reaches the
+launcher through this node's own proxy; if that too is gone, the process
+exits after ``ABORT_GRACE_S``), another process just exits (cut off from
+process 0, it is most likely cut off from the launcher beside it too).
+A process that ends its script normally says *bye*
 first, so its silence afterwards is not taken for a loss.
 
 Costs: a thread that wakes every ``BEAT_S`` and one small message per
@@ -107,11 +109,21 @@ class Lifeline:
                 self.heard[peer] = time.monotonic()
 
     def _lost(self, lost: list, now: float) -> None:
-        names = ", ".join(f"process {p} (rank {p}) on host {self.hosts[p]}" for p in lost)
         silent = max(now - self.heard[p] for p in lost)
+        # the other processes of a lost host went silent with it (their last
+        # beats may have come a moment later): name the host's whole share
+        gone = {self.hosts[p] for p in lost}
+        lost = sorted(set(lost) | {p for p, t in self.heard.items()
+                                   if self.hosts[p] in gone and now - t > 2 * BEAT_S})
+        names = ", ".join(f"process {p} (rank {p}) on host {self.hosts[p]}" for p in lost)
+        ending = "aborting the MPI job" if self.me == 0 else "ending this process"
         print(f"tilecomm: process {self.me} on host {self.hosts[self.me]} lost {names}: no "
               f"word from it for {silent:.1f} s (that host is down, or the network to it "
-              f"is); aborting the MPI job", file=sys.stderr, flush=True)
+              f"is); {ending}", file=sys.stderr, flush=True)
+        if self.me != 0:
+            # cut off from process 0, and so most likely from the launcher
+            # too (it runs beside process 0): an abort would wait for it
+            os._exit(70)
         # the last resort if the abort cannot reach the launcher either
         timer = threading.Timer(ABORT_GRACE_S, os._exit, (70,))
         timer.daemon = True
