@@ -89,18 +89,25 @@ def test_the_link_going_down_mid_call_ends_the_job_naming_the_lost_host(two_host
     assert 5.0 <= float(report[0][1]) < SILENT_WITHIN_S
 
 
-@pytest.mark.parametrize("mode", ["uncaught", "in-call"])
+@pytest.mark.parametrize("mode", ["uncaught", "in-call", "exit"])
 def test_a_process_of_the_far_host_that_raises_ends_the_job_naming_it(two_hosts, mode):
     """Process 1, on node-b, raises: between calls (an uncaught exception of
-    its script) or inside a call (an error that is not the call's)."""
+    its script) or inside a call (an error that is not the call's); or its
+    script ends early, no exception, while process 0 goes on (its lifeline
+    must not keep it from telling process 0 it left)."""
     run = run_twohost(two_hosts, 2, [DEPARTURES, mode, "2", "1"], timeout=TIMEOUT)
     ended = time.time()
     assert run.returncode != 0
     left = re.findall(r"leaving at (\d+\.\d+)", run.rank_err[1])
     assert len(left) == 1, run.output
     assert ended - float(left[0]) < KILLED_WITHIN_S, run.output
-    assert "ValueError: a fault of process 1's own script" in run.rank_err[1], run.output
     said = [t for t in run.rank_err[0].splitlines() if t.startswith("tilecomm:")]
+    if mode == "exit":
+        assert said == ["tilecomm: process 0 stops: process 1 left the job (its script ended) "
+                        "while this process waited for it to set up ranks for a call"], \
+            run.output
+        return
+    assert "ValueError: a fault of process 1's own script" in run.rank_err[1], run.output
     if mode == "uncaught":
         assert said == ["tilecomm: process 0 stops: process 1 ended with an uncaught "
                         "ValueError: a fault of process 1's own script while this process "

@@ -75,6 +75,8 @@ import traceback
 
 import numpy as np
 
+from . import lifeline
+
 __all__ = ["call", "check", "gate", "install", "SET_UP", "CALL", "CLOSE"]
 
 # what a gate is the start of (the codes processes exchange)
@@ -454,3 +456,6 @@ def _leaving() -> None:
               f"{sorted(stopped)} waited for it in a call: aborting the MPI job",
               file=sys.stderr, flush=True)
         _abort(MPI)
+    # every process leaves: a job across nodes may end its lifeline now (it
+    # watched the peers while this process waited for them above)
+    lifeline.stop()

@@ -18,14 +18,14 @@ launcher through this node's own proxy; if that too is gone, the process
 exits after ``ABORT_GRACE_S``), another process just exits (cut off from
 process 0, it is most likely cut off from the launcher beside it too).
 A process that ends its script normally says *bye*
-first, so its silence afterwards is not taken for a loss.
+first (at exit, after ``jobwatch`` saw every process leave), so its silence
+afterwards is not taken for a loss.
 
 Costs: a thread that wakes every ``BEAT_S`` and one small message per
 process and period to process 0 (and from it to each); nothing on one node.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 import threading
@@ -59,8 +59,16 @@ def start(MPI) -> None:
     comm = world.Dup()
     line = Lifeline(MPI, comm, hosts)
     _state["line"] = line
-    atexit.register(line.stop)
     line.thread.start()
+
+
+def stop() -> None:
+    """At exit, once every process said it leaves (``jobwatch``: a process
+    still making calls keeps this one waiting there, and watched): end the
+    lifeline, if this process has one."""
+    line = _state.get("line")
+    if line is not None:
+        line.stop()
 
 
 class Lifeline:
