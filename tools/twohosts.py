@@ -4,7 +4,8 @@ a cluster.
 
 Each host is a network, UTS (hostname) and mount namespace of its own, with
 a private /dev/shm and /tmp (so the hosts share no memory and no temporary
-files) and its own /etc/hosts naming both; the hosts are joined by a veth
+files), its own /etc/hosts naming both, its own /sys (the network devices
+it sees) and its own boot id; the hosts are joined by a veth
 pair created inside the namespaces (nothing appears in the machine's own
 network, and the addresses exist only inside them).  MPICH's launcher starts
 the far host's proxy through ``<state>/launch``, which enters that host's
@@ -55,7 +56,7 @@ cat /proc/sys/kernel/random/uuid > "$1/$2.boot_id"
 mount --bind "$1/$2.boot_id" /proc/sys/kernel/random/boot_id
 hostname "$2"
 ip link set lo up
-echo $$ > "$1/$2.pid"
+echo $$ > "$1/$2.pid.new" && mv "$1/$2.pid.new" "$1/$2.pid"
 exec sleep infinity
 """
 
@@ -101,6 +102,19 @@ def why_unavailable() -> str | None:
     if probe.returncode != 0:
         return f"namespaces are not permitted here: {probe.stderr.strip()}"
     return None
+
+
+def _is_keeper(pid: int) -> bool:
+    """Whether ``pid`` is a live keeper: ``sleep infinity`` in a network
+    namespace other than this process's.  What ``down`` kills is found by
+    the keeper's namespace, so a recycled pid must never pass for one."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if f.read() != b"sleep\0infinity\0":
+                return False
+        return os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    except OSError:
+        return False
 
 
 def _die_with_parent():
@@ -180,6 +194,8 @@ class Hosts:
                 pid = self.pid(h)
             except (OSError, ValueError):
                 continue
+            if not _is_keeper(pid):
+                continue            # gone (its pid may be another process's now)
             # the unshare first: its --kill-child takes the keeper quietly
             for p in [self._maker(pid)] + self.processes(h, pid) + [pid]:
                 try:
@@ -212,6 +228,8 @@ class Hosts:
         """Pids of the live processes in ``host``'s network namespace (its
         keeper and the ``unshare`` that made it left out)."""
         keeper = self.pid(host) if keeper is None else keeper
+        if not _is_keeper(keeper):
+            return []
         maker = self._maker(keeper)
         try:
             ns = os.readlink(f"/proc/{keeper}/ns/net")

@@ -12,11 +12,13 @@ import time
 import pytest
 
 from mpi_jobs import rank_pid, requires_mpi
-from twohost_jobs import host_of_rank, rank_script, run_twohost, two_hosts  # noqa: F401
+from twohost_jobs import (example, host_of_rank, rank_script, run_twohost,  # noqa: F401
+                          two_hosts)
 
 pytestmark = [requires_mpi, pytest.mark.twohost]
 FAILURES = rank_script("failures.py")
 DEPARTURES = rank_script("departures.py")
+HELLO = example("hello_rank.py")
 
 # How long after the fault the job may take to end.  A killed host is seen
 # at once (its sockets close); a silent link after the lifeline's LOST_S
@@ -69,12 +71,16 @@ def test_killing_every_process_of_one_host_ends_the_job_naming_it(two_hosts, n, 
     assert run.stdout.count("blocking") >= n // 2
 
 
-@pytest.mark.parametrize("n,per_host", [(2, 1), (4, 2)], ids=["1-per-host", "2-per-host"])
+# the silence that makes a peer lost: the default (5 s), and one set by
+# TILECOMM_MPI_LOST_S
+@pytest.mark.parametrize("n,per_host,lost_s", [(2, 1, None), (4, 2, "3")],
+                         ids=["1-per-host", "2-per-host-lost-after-3s"])
 def test_the_link_going_down_mid_call_ends_the_job_naming_the_lost_host(two_hosts, n,
-                                                                        per_host):
+                                                                        per_host, lost_s):
     on_start, cut = _when_blocked(n, lambda: two_hosts.set_link("node-b", False))
+    env = {} if lost_s is None else {"TILECOMM_MPI_LOST_S": lost_s}
     run = run_twohost(two_hosts, n, [FAILURES, "block", str(n)], per_host=per_host,
-                      timeout=TIMEOUT, on_start=on_start)
+                      timeout=TIMEOUT, on_start=on_start, env=env)
     ended = time.time()
     assert cut, run.output
     assert run.returncode != 0
@@ -86,7 +92,7 @@ def test_the_link_going_down_mid_call_ends_the_job_naming_the_lost_host(two_host
                         r"(\d+\.\d) s \(that host is down, or the network to it is\); "
                         r"aborting the MPI job", run.rank_err[0])
     assert len(report) == 1 and report[0][0] == lost, run.output
-    assert 5.0 <= float(report[0][1]) < SILENT_WITHIN_S
+    assert float(lost_s or 5.0) <= float(report[0][1]) < SILENT_WITHIN_S
 
 
 @pytest.mark.parametrize("mode", ["uncaught", "in-call", "exit"])
@@ -116,3 +122,12 @@ def test_a_process_of_the_far_host_that_raises_ends_the_job_naming_it(two_hosts,
         assert len(said) == 1 and said[0].startswith(
             "tilecomm: process 0 stops: process 1 left the call, raising ValueError: a fault "
             "of process 1's own script, while this process waited for it "), run.output
+
+
+def test_a_lost_peer_silence_below_four_beats_is_refused_on_every_process(two_hosts):
+    run = run_twohost(two_hosts, 2, [HELLO, "--ranks", "2"], timeout=TIMEOUT,
+                      env={"TILECOMM_MPI_LOST_S": "0.5"})
+    assert run.returncode != 0
+    for r in range(2):
+        assert "error[TC402]: TILECOMM_MPI_LOST_S must be a number of seconds of at least 1, " \
+               "got '0.5'" in run.rank_err[r], run.output

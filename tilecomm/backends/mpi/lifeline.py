@@ -31,14 +31,35 @@ import sys
 import threading
 import time
 
+from ...errors import ConfigError
+from ...runtime.config import from_env
+
 BEAT_S = 0.25          # a beat every quarter second ...
 LOST_S = 5.0           # ... and twenty missed ones make a peer lost (a loaded
-                       # machine may starve the thread for a second or two)
+                       # machine may starve the thread for a second or two);
+                       # TILECOMM_MPI_LOST_S sets another
 ABORT_GRACE_S = 2.0    # MPI_Abort that does not end this process in this long: exit
 TAG_BEAT, TAG_BYE = 1, 2
 
 # process-wide, like the process itself: the lifeline of this process's job
 _state: dict = {}
+
+
+def lost_after() -> float:
+    """Seconds of silence that make a peer lost: ``TILECOMM_MPI_LOST_S``, or
+    LOST_S (a job whose processes may hold Python for longer -- a C call
+    that keeps the GIL, a debugger -- needs more)."""
+    raw = from_env().get("mpi_lost_s")
+    if raw is None:
+        return LOST_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value >= 4 * BEAT_S:
+        raise ConfigError(f"TILECOMM_MPI_LOST_S must be a number of seconds of at least "
+                          f"{4 * BEAT_S:g}, got {raw!r}", code="TC402")
+    return value
 
 
 def start(MPI) -> None:
@@ -47,6 +68,7 @@ def start(MPI) -> None:
     if "started" in _state:
         return
     _state["started"] = True
+    lost_s = lost_after()
     world = MPI.COMM_WORLD
     if world.Get_size() == 1:
         return
@@ -57,7 +79,7 @@ def start(MPI) -> None:
     if nodes == 1:
         return
     comm = world.Dup()
-    line = Lifeline(MPI, comm, hosts)
+    line = Lifeline(MPI, comm, hosts, lost_s)
     _state["line"] = line
     line.thread.start()
 
@@ -72,8 +94,9 @@ def stop() -> None:
 
 
 class Lifeline:
-    def __init__(self, MPI, comm, hosts: list):
+    def __init__(self, MPI, comm, hosts: list, lost_s: float = LOST_S):
         self.MPI = MPI
+        self.lost_s = lost_s
         self.comm = comm
         self.me = comm.Get_rank()
         self.hosts = hosts
@@ -90,7 +113,7 @@ class Lifeline:
             self._beat()
             self._drain()
             now = time.monotonic()
-            lost = [p for p, t in self.heard.items() if now - t > LOST_S]
+            lost = [p for p, t in self.heard.items() if now - t > self.lost_s]
             if lost:
                 self._lost(lost, now)
                 return
@@ -157,7 +180,7 @@ class Lifeline:
             now = time.monotonic()
             # every peer said bye (none left) or is gone; and every send
             # taken, or left to a peer that is gone
-            if all(now - t > LOST_S for t in self.heard.values()) and \
-                    (not sends or now - self.stopped_at > LOST_S):
+            if all(now - t > self.lost_s for t in self.heard.values()) and \
+                    (not sends or now - self.stopped_at > self.lost_s):
                 return
             time.sleep(0.002)
