@@ -211,6 +211,10 @@ class Hosts:
                 time.monotonic() < deadline:
             time.sleep(0.02)
         shutil.rmtree(self.state, ignore_errors=True)
+        try:
+            os.rmdir(STATE_ROOT)        # the last pair gone: nothing of ours is left in /run
+        except OSError:
+            pass
 
     def _alive(self, host: str) -> bool:
         try:
