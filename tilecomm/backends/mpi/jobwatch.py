@@ -426,6 +426,7 @@ def _leaving() -> None:
     MPI = _state["MPI"]
     comm = _state["comm"]
     if not _usable(MPI) or comm is None or _state["stopping"]:
+        lifeline.halt()             # no MPI from its thread while MPI ends or aborts
         return
     _send_all(LEFT)
     sends = _state["sends"]

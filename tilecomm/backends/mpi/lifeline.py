@@ -84,6 +84,15 @@ def start(MPI) -> None:
     line.thread.start()
 
 
+def halt() -> None:
+    """Stop the lifeline's thread, sending nothing more (MPI is ending, or
+    the job is being aborted)."""
+    line = _state.get("line")
+    if line is not None and not line.stopping.is_set():
+        line.stopping.set()
+        line.thread.join()
+
+
 def stop() -> None:
     """At exit, once every process said it leaves (``jobwatch``: a process
     still making calls keeps this one waiting there, and watched): end the
@@ -110,6 +119,8 @@ class Lifeline:
 
     def _run(self) -> None:
         while not self.stopping.wait(BEAT_S):
+            if self.MPI.Is_finalized():     # the script finalised MPI itself
+                return
             self._beat()
             self._drain()
             now = time.monotonic()
