@@ -27,6 +27,7 @@ the raw RMA round trip, 16 MiB allreduce within 1.5x of ``MPI_Allreduce``.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -220,6 +221,8 @@ def job_on_two_hosts(argv: list, env: dict):
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
     import twohosts
     hosts = twohosts.Hosts(f"bench{os.getpid()}")
+    # a time-out's SIGTERM still takes the hosts down (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         hosts.up(tied=True)
     except twohosts.Unavailable as e:

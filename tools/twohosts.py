@@ -117,6 +117,28 @@ def _is_keeper(pid: int) -> bool:
         return False
 
 
+def sweep_stale() -> None:
+    """Remove the state of pairs whose keepers are gone (a tied pair's
+    process was killed before it could call ``down``: its keepers died with
+    it, and their namespaces with them)."""
+    try:
+        names = os.listdir(STATE_ROOT)
+    except FileNotFoundError:
+        return
+    for name in names:
+        state = os.path.join(STATE_ROOT, name)
+        pids = []
+        for h in NAMES:
+            try:
+                with open(os.path.join(state, f"{h}.pid")) as f:
+                    pids.append(int(f.read()))
+            except (OSError, ValueError):
+                pass
+        if not any(_is_keeper(p) for p in pids) and \
+                time.time() - os.path.getmtime(state) > 60:   # not one being set up now
+            shutil.rmtree(state, ignore_errors=True)
+
+
 def _die_with_parent():
     # the fixture's hosts end with the test session, even a killed one
     import ctypes
@@ -141,6 +163,7 @@ class Hosts:
         reason = why_unavailable()
         if reason:
             raise Unavailable(reason)
+        sweep_stale()
         if os.path.exists(self.state):
             self.down()
         os.makedirs(self.state)

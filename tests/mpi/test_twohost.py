@@ -63,6 +63,14 @@ def test_example_across_two_hosts(two_hosts, example_name):
         assert out.strip().splitlines()[-1] == "OK", run.output[-8000:]
 
 
+# collectives, put / get, remote_load / remote_store, notify / wait, tasks,
+# deferred waits, prepared workers
+MAIN_MODULES = {"test_collectives_basic.py", "test_collectives_incore.py",
+                "test_collectives_host.py", "test_put.py", "test_get.py",
+                "test_remote_load.py", "test_remote_store.py", "test_notify_wait.py",
+                "test_tasks.py", "test_deferred.py", "test_worker_api.py"}
+
+
 @pytest.mark.parametrize("n,per_host", [(2, 1), (4, 2)], ids=["1-per-host", "2-per-host"])
 def test_rank_suite_across_two_hosts(two_hosts, n, per_host):
     """tests/ranks under the plugin of test_ranks_under_mpi.py; with two
@@ -71,8 +79,9 @@ def test_rank_suite_across_two_hosts(two_hosts, n, per_host):
     sees, as a cluster's shared file system (a host's /tmp is its own)."""
     with tempfile.TemporaryDirectory(prefix="tilecomm-shared-", dir=OUT_ROOT) as shared:
         run = run_twohost(two_hosts, n,
-                          ["-m", "pytest", "-q", "-p", "mpi_plugin", "-p", "no:cacheprovider",
-                           "--timeout", "120", "--timeout-method", "thread", "tests/ranks"],
+                          ["-m", "pytest", "-q", "-rA", "-p", "mpi_plugin", "-p",
+                           "no:cacheprovider", "--timeout", "120", "--timeout-method", "thread",
+                           "tests/ranks"],
                           per_host=per_host, timeout=900, env={SHARED_TMP: shared})
     assert run.returncode == 0, run.output[-20000:]
     summaries = [re.findall(r"(\d+) passed", out) for out in run.rank_out]
@@ -80,6 +89,10 @@ def test_rank_suite_across_two_hosts(two_hosts, n, per_host):
     assert len({s[0] for s in summaries}) == 1, summaries
     assert " failed" not in run.stdout and " error" not in run.stdout
     assert int(summaries[0][0]) >= 120, summaries
+    # the main cases ran, on every process: none of them left out by the plugin
+    for out in run.rank_out:
+        ran = set(re.findall(r"^PASSED tests/ranks/(test_\w+\.py)::", out, re.M))
+        assert MAIN_MODULES <= ran, sorted(MAIN_MODULES - ran)
 
 
 def test_run_artefacts_of_the_far_host_reach_process_0(two_hosts):

@@ -6,23 +6,27 @@ or its network closes nothing: MPI's transfers to it simply never complete,
 so a process blocked in one -- a wait polling the RMA control plane, a
 collective step -- would stay blocked for ever, and so would the launcher.
 
-So in a job whose processes are on more than one node, every process keeps
-a lifeline with process 0 (a star: process 0 hears every process, each
-process hears process 0): a thread of its own sends a one-byte beat every
+So in a job whose processes are on more than one host, every process keeps
+a lifeline with process 0's host (``watched``: the processes of process
+0's host hear every other process, every other process hears those of
+process 0's host): a thread of its own sends a one-byte beat every
 ``BEAT_S`` on a communicator of this module's own, and drains the beats it
 receives.  Nothing here waits on a peer: sends are non-blocking (a new beat
-is sent only once the last one completed), receives are probed.  A peer
-silent for ``LOST_S`` is lost: this process prints one line naming it, its
-rank and its host; process 0 aborts the job (``MPI_Abort`` reaches the
-launcher through this node's own proxy; if that too is gone, the process
-exits after ``ABORT_GRACE_S``), another process just exits (cut off from
-process 0, it is most likely cut off from the launcher beside it too).
-A process that ends its script normally says *bye*
-first (at exit, after ``jobwatch`` saw every process leave), so its silence
-afterwards is not taken for a loss.
+is sent only once the last one completed), receives are probed.  A host
+whose every watched process has been silent for ``LOST_S`` is lost (one
+silent process beside live ones is only busy: a Python held by a long C
+call or starved on a loaded machine): this process prints one line naming
+the host and its processes; on process 0's host it aborts the job
+(``MPI_Abort`` reaches the launcher, which runs beside process 0, through
+this node's own proxy; if that too is gone, the process exits after
+``ABORT_GRACE_S``), elsewhere it just exits (cut off from process 0's host,
+it is cut off from the launcher too).  A process that ends its script
+normally says *bye* first (at exit, after ``jobwatch`` saw every process
+leave), so its silence afterwards is not taken for a loss.
 
-Costs: a thread that wakes every ``BEAT_S`` and one small message per
-process and period to process 0 (and from it to each); nothing on one node.
+Costs: a thread that wakes every ``BEAT_S``, and per period one small
+message from each process of process 0's host to each other process and
+back; nothing on one host.
 """
 from __future__ import annotations
 
@@ -64,7 +68,7 @@ def lost_after() -> float:
 
 def start(MPI) -> None:
     """Collective on the job's first set-up of ranks (every process calls it
-    at the same step): start the lifeline if the job spans several nodes."""
+    at the same step): start the lifeline if the job spans several hosts."""
     if "started" in _state:
         return
     _state["started"] = True
@@ -72,14 +76,14 @@ def start(MPI) -> None:
     world = MPI.COMM_WORLD
     if world.Get_size() == 1:
         return
-    node = world.Split_type(MPI.COMM_TYPE_SHARED)
-    hosts = world.allgather(MPI.Get_processor_name())
-    nodes = world.allreduce(1 if node.Get_rank() == 0 else 0)
-    node.Free()
-    if nodes == 1:
+    # hosts by name: processes of one name share a machine, where a link
+    # cannot go down and a dead process is seen by the launcher beside it
+    # (MPICH's NOLOCAL makes each process a node of its own there: no lifeline)
+    names = world.allgather(MPI.Get_processor_name())
+    if len(set(names)) == 1:
         return
     comm = world.Dup()
-    line = Lifeline(MPI, comm, hosts, lost_s)
+    line = Lifeline(MPI, comm, names, names, lost_s)
     _state["line"] = line
     line.thread.start()
 
@@ -102,14 +106,37 @@ def stop() -> None:
         line.stop()
 
 
+def watched(hosts: list, me: int) -> list:
+    """The processes ``me`` exchanges beats with: on process 0's host, every
+    process of the other hosts; elsewhere, every process of process 0's host
+    (so either side judges a host by all its processes, and the beats grow
+    with process 0's host's share of the job, not with its square)."""
+    home = hosts[0]
+    if hosts[me] == home:
+        return [p for p, h in enumerate(hosts) if h != home]
+    return [p for p, h in enumerate(hosts) if h == home]
+
+
+def lost_hosts(hosts: list, heard: dict, now: float, lost_s: float) -> list:
+    """The hosts every watched process of which has been silent for longer
+    than ``lost_s``.  One silent process beside live ones is busy (or dead,
+    which its host's launcher daemon reports): only a host gone silent as a
+    whole is lost -- down, or cut off."""
+    by_host: dict = {}
+    for p, t in heard.items():
+        by_host.setdefault(hosts[p], []).append(now - t > lost_s)
+    return sorted(h for h, silent in by_host.items() if all(silent))
+
+
 class Lifeline:
-    def __init__(self, MPI, comm, hosts: list, lost_s: float = LOST_S):
+    def __init__(self, MPI, comm, nodes: list, names: list, lost_s: float = LOST_S):
         self.MPI = MPI
         self.lost_s = lost_s
         self.comm = comm
         self.me = comm.Get_rank()
-        self.hosts = hosts
-        self.peers = list(range(1, comm.Get_size())) if self.me == 0 else [0]
+        self.hosts = nodes              # each process's node
+        self.names = names              # each process's host name
+        self.peers = watched(nodes, self.me)
         now = time.monotonic()
         self.heard = {p: now for p in self.peers}  # when each watched peer last spoke
         self.sends: dict = {}                       # the beat in flight to each peer
@@ -124,7 +151,7 @@ class Lifeline:
             self._beat()
             self._drain()
             now = time.monotonic()
-            lost = [p for p, t in self.heard.items() if now - t > self.lost_s]
+            lost = lost_hosts(self.hosts, self.heard, now, self.lost_s)
             if lost:
                 self._lost(lost, now)
                 return
@@ -151,26 +178,26 @@ class Lifeline:
                 self.heard[peer] = time.monotonic()
 
     def _lost(self, lost: list, now: float) -> None:
-        silent = max(now - self.heard[p] for p in lost)
-        # the other processes of a lost host went silent with it (their last
-        # beats may have come a moment later): name the host's whole share
-        gone = {self.hosts[p] for p in lost}
-        lost = sorted(set(lost) | {p for p, t in self.heard.items()
-                                   if self.hosts[p] in gone and now - t > 2 * BEAT_S})
-        names = ", ".join(f"process {p} (rank {p}) on host {self.hosts[p]}" for p in lost)
-        ending = "aborting the MPI job" if self.me == 0 else "ending this process"
-        print(f"tilecomm: process {self.me} on host {self.hosts[self.me]} lost {names}: no "
-              f"word from it for {silent:.1f} s (that host is down, or the network to it "
-              f"is); {ending}", file=sys.stderr, flush=True)
-        if self.me != 0:
-            # cut off from process 0, and so most likely from the launcher
-            # too (it runs beside process 0): an abort would wait for it
+        silent = min(now - self.heard[p] for h in lost for p in self._of(h))
+        names = "; ".join(f"host {self.names[self._of(h)[0]]} (process(es) "
+                          f"{', '.join(map(str, self._of(h)))})" for h in lost)
+        home = self.hosts[self.me] == self.hosts[0]
+        ending = "aborting the MPI job" if home else "ending this process"
+        print(f"tilecomm: process {self.me} on host {self.names[self.me]} lost {names}: no "
+              f"word from any of its processes for {silent:.1f} s (that host is down, or the "
+              f"network to it is); {ending}", file=sys.stderr, flush=True)
+        if not home:
+            # cut off from process 0's host, and so from the launcher beside
+            # it: an abort would wait for it
             os._exit(70)
         # the last resort if the abort cannot reach the launcher either
         timer = threading.Timer(ABORT_GRACE_S, os._exit, (70,))
         timer.daemon = True
         timer.start()
         self.MPI.COMM_WORLD.Abort(70)
+
+    def _of(self, host: str) -> list:
+        return sorted(p for p in self.heard if self.hosts[p] == host)
 
     def stop(self) -> None:
         """At exit, before MPI is finalised: say bye (so this process's
