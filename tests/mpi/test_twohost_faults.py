@@ -78,7 +78,7 @@ def test_killing_every_process_of_one_host_ends_the_job_naming_it(two_hosts, n, 
 def test_the_link_going_down_mid_call_ends_the_job_naming_the_lost_host(two_hosts, n,
                                                                         per_host, lost_s):
     on_start, cut = _when_blocked(n, lambda: two_hosts.set_link("node-b", False))
-    env = {} if lost_s is None else {"TILECOMM_MPI_LOST_S": lost_s}
+    env = {"TILECOMM_MPI_LOST_S": lost_s or ""}          # "": the default
     run = run_twohost(two_hosts, n, [FAILURES, "block", str(n)], per_host=per_host,
                       timeout=TIMEOUT, on_start=on_start, env=env)
     ended = time.time()

@@ -52,6 +52,11 @@ def run_twohost(hosts, n: int, argv: list, per_host: int = 1, timeout: float = 3
     """``mpiexec -n n python argv`` from the first host, ``per_host`` processes
     a host in turn (rank 0 on ``node-a``); then check nothing of it is left
     on this machine or in either host."""
+    # the lifeline's default silence (5 s) is for the fault tests, which pass
+    # theirs; elsewhere a longer one, as a job on a machine this loaded
+    # should: twice a job of the suite had a whole host's Python stand still
+    # that long here, and was aborted as cut off
+    env = {"TILECOMM_MPI_LOST_S": "30", **(env or {})}
     before = {h: hosts.leftovers(h) for h in hosts.names}
     assert before == {h: [] for h in hosts.names}, before
     with tempfile.TemporaryDirectory(prefix="tilecomm-twohost-", dir=OUT_ROOT) as outdir:
