@@ -39,7 +39,7 @@ from ...errors import ConfigError
 from ...runtime.config import from_env
 
 BEAT_S = 0.25          # a beat every quarter second ...
-LOST_S = 5.0           # ... and twenty missed ones make a peer lost (a loaded
+LOST_S = 5.0           # ... and twenty missed ones make a host lost (a loaded
                        # machine may starve the thread for a second or two);
                        # TILECOMM_MPI_LOST_S sets another
 ABORT_GRACE_S = 2.0    # MPI_Abort that does not end this process in this long: exit
@@ -50,7 +50,7 @@ _state: dict = {}
 
 
 def lost_after() -> float:
-    """Seconds of silence that make a peer lost: ``TILECOMM_MPI_LOST_S``, or
+    """Seconds of silence that make a host lost: ``TILECOMM_MPI_LOST_S``, or
     LOST_S (a job whose processes may hold Python for longer -- a C call
     that keeps the GIL, a debugger -- needs more)."""
     raw = from_env().get("mpi_lost_s")
@@ -83,7 +83,7 @@ def start(MPI) -> None:
     if len(set(names)) == 1:
         return
     comm = world.Dup()
-    line = Lifeline(MPI, comm, names, names, lost_s)
+    line = Lifeline(MPI, comm, names, lost_s)
     _state["line"] = line
     line.thread.start()
 
@@ -129,14 +129,13 @@ def lost_hosts(hosts: list, heard: dict, now: float, lost_s: float) -> list:
 
 
 class Lifeline:
-    def __init__(self, MPI, comm, nodes: list, names: list, lost_s: float = LOST_S):
+    def __init__(self, MPI, comm, hosts: list, lost_s: float = LOST_S):
         self.MPI = MPI
         self.lost_s = lost_s
         self.comm = comm
         self.me = comm.Get_rank()
-        self.hosts = nodes              # each process's node
-        self.names = names              # each process's host name
-        self.peers = watched(nodes, self.me)
+        self.hosts = hosts              # each process's host name
+        self.peers = watched(hosts, self.me)
         now = time.monotonic()
         self.heard = {p: now for p in self.peers}  # when each watched peer last spoke
         self.sends: dict = {}                       # the beat in flight to each peer
@@ -179,11 +178,11 @@ class Lifeline:
 
     def _lost(self, lost: list, now: float) -> None:
         silent = min(now - self.heard[p] for h in lost for p in self._of(h))
-        names = "; ".join(f"host {self.names[self._of(h)[0]]} (process(es) "
-                          f"{', '.join(map(str, self._of(h)))})" for h in lost)
+        names = "; ".join(f"host {h} (process(es) {', '.join(map(str, self._of(h)))})"
+                          for h in lost)
         home = self.hosts[self.me] == self.hosts[0]
         ending = "aborting the MPI job" if home else "ending this process"
-        print(f"tilecomm: process {self.me} on host {self.names[self.me]} lost {names}: no "
+        print(f"tilecomm: process {self.me} on host {self.hosts[self.me]} lost {names}: no "
               f"word from any of its processes for {silent:.1f} s (that host is down, or the "
               f"network to it is); {ending}", file=sys.stderr, flush=True)
         if not home:
