@@ -137,6 +137,9 @@ MPI_SMOKE = {
     "test_mpi_departures.py::test_an_uncaught_exception_on_one_process_ends_the_job_with_its_traceback"
     "[2-0-shared]",
     "test_open_mpi.py::test_example_runs_under_open_mpi[allreduce_quickstart.py]",
+    "test_twohost.py::test_example_across_two_hosts[allreduce_quickstart.py]",
+    "test_twohost_faults.py::test_a_process_of_the_far_host_that_raises_ends_the_job_naming_it"
+    "[uncaught]",
     "test_mpi_selection.py::test_mpi_is_a_transport_name_and_others_are_refused",
     "test_mpi_selection.py::test_tilecomm_never_loads_mpi_unless_the_mpi_backend_runs",
 } | {f"test_mpi_selection.py::test_a_process_started_by_an_mpi_launcher_selects_the_mpi_backend"

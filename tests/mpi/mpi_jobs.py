@@ -95,9 +95,10 @@ def _read(path: str) -> str:
         return ""
 
 
-def start_mpi(n: int, argv: list, outdir: str, env=None):
+def start_mpi(n: int, argv: list, outdir: str, env=None, mpiexec=None):
     """Popen of ``mpiexec -n n python argv...``; its processes carry a tag in
-    their environment, so they can be found (and must be gone) later."""
+    their environment, so they can be found (and must be gone) later.
+    ``mpiexec``: the command up to the program (default ``mpiexec -n n``)."""
     tag = f"TILECOMM_TEST_TAG={uuid.uuid4().hex}"
     e = dict(os.environ)
     e.pop("TILECOMM_TRANSPORT", None)
@@ -105,7 +106,7 @@ def start_mpi(n: int, argv: list, outdir: str, env=None):
     key, value = tag.split("=")
     e[key] = value
     e["PYTHONPATH"] = os.pathsep.join([HERE, ROOT, e.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([MPIEXEC, "-n", str(n),
+    proc = subprocess.Popen([*(mpiexec or [MPIEXEC, "-n", str(n)]),
                              "-outfile-pattern", os.path.join(outdir, "out.%r"),
                              "-errfile-pattern", os.path.join(outdir, "err.%r"),
                              sys.executable, *argv], env=e,
@@ -147,10 +148,15 @@ def run_mpi(n: int, argv: list, timeout: float = 300, env=None, on_start=None) -
     no process of the job, no /dev/shm entry it created.  ``on_start(pids)``
     is called with the job's processes while it runs until it returns
     something other than False."""
-    before = shm_entries()
     with tempfile.TemporaryDirectory(prefix="tilecomm-mpi-test-") as outdir:
-        proc, tag = start_mpi(n, argv, outdir, env)
-        return finish(proc, tag, argv, timeout, before, outdir, n, on_start)
+        return finish_job(None, argv, outdir, n, env, timeout, on_start)
+
+
+def finish_job(mpiexec, argv, outdir, n, env, timeout, on_start) -> MpiRun:
+    """``start_mpi`` then ``finish``: the job run to its end and checked."""
+    before = shm_entries()
+    proc, tag = start_mpi(n, argv, outdir, env, mpiexec)
+    return finish(proc, tag, argv, timeout, before, outdir, n, on_start)
 
 
 def assert_nothing_left(tag: str, pids: set, before: set) -> None:

@@ -16,6 +16,7 @@ is refused there).
 """
 import os
 import pathlib
+import tempfile
 
 import pytest
 
@@ -42,6 +43,11 @@ FORK_ONLY = ("test_examples.py", "test_threads_signals.py", "test_shm_resources.
              "test_poison.py")
 
 
+# a directory every process of the job can read and write, where they do not
+# share /tmp (processes on hosts of their own); its test directories are
+# removed with it by whoever made it
+SHARED_TMP = "TILECOMM_TEST_SHARED_TMP"
+
 # programs run with the race check on: a job whose control block is reached
 # over RMA refuses the check before any rank runs (test_mpi_races.py shows
 # the refusal), so these are left out there
@@ -58,10 +64,13 @@ RACE_CHECKED = ("test_races.py", "test_race_config.py",
 
 def control_over_rma() -> bool:
     """Whether this job's control block is reached over RMA: windows forced
-    to RMA (TILECOMM_MPI_DIRECT=0) or every process on a node of its own
-    (MPICH's NOLOCAL)."""
+    to RMA (TILECOMM_MPI_DIRECT=0), every process on a node of its own
+    (MPICH's NOLOCAL), or the job on several hosts (Hydra gives each
+    process the number of the job's processes on its host)."""
+    local = os.environ.get("MPI_LOCALNRANKS")
     return os.environ.get("TILECOMM_MPI_DIRECT") == "0" or \
-        os.environ.get("MPIR_CVAR_NOLOCAL") == "1"
+        os.environ.get("MPIR_CVAR_NOLOCAL") == "1" or \
+        (local is not None and int(local) < job_size())
 
 
 def job_size() -> int:
@@ -95,9 +104,12 @@ def mpi_transport(transport, monkeypatch):
 
 def pytest_configure(config):
     # MPI opens its descriptors (sockets, pipes, its own shared memory) once,
-    # at initialisation: do it before the first test's leak baseline
+    # at initialisation: do it before the first test's leak baseline; so is
+    # the lifeline of a job across hosts (a thread for the process's life),
+    # started here at the same step on every process, as it must be
+    from tilecomm.backends.mpi import lifeline
     from tilecomm.backends.mpi.comm import require_mpi
-    require_mpi()
+    lifeline.start(require_mpi())
 
 
 @pytest.fixture
@@ -109,5 +121,10 @@ def tmp_path(tmp_path_factory, request):
     comm = MPI.COMM_WORLD
     path = None
     if comm.Get_rank() == 0:
-        path = str(tmp_path_factory.mktemp(request.node.name[:30].replace("[", "-")))
+        name = request.node.name[:30].replace("[", "-")
+        # hosts of their own share no /tmp: a cluster's shared file system
+        # (a directory every host mounts) is named by SHARED_TMP
+        shared = os.environ.get(SHARED_TMP)
+        path = tempfile.mkdtemp(prefix=name, dir=shared) if shared else \
+            str(tmp_path_factory.mktemp(name))
     return pathlib.Path(comm.bcast(path, root=0))

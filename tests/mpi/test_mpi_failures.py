@@ -96,3 +96,15 @@ def test_a_job_of_another_size_is_refused_naming_both():
     assert run.returncode != 0
     assert "error[TC450]" in run.stderr
     assert "runs on 2 rank(s)" in run.stderr and "has 3 process(es)" in run.stderr
+
+
+def test_an_aborted_job_leaves_no_topology_file_of_the_launcher():
+    """MPICH's launcher removes its node's hardware-topology file in /tmp only
+    when it exits normally; the backend removes it on its first use of MPI."""
+    run = run_mpi(2, [script("topology_file.py")], timeout=120)
+    assert run.returncode != 0
+    named = {line.split()[1] for out in run.rank_out for line in out.splitlines()
+             if line.startswith("NAMED ")}
+    assert len(named) == 1 and next(iter(named)).startswith("/tmp/hydra_hwloc_xmlfile_"), \
+        run.output
+    assert not os.path.exists(next(iter(named))), run.output

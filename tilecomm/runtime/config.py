@@ -403,6 +403,8 @@ def from_env() -> dict:
         out["trace_dir"] = os.environ["TILECOMM_TRACE"]
     if os.environ.get("TILECOMM_MPI_POOL_MB"):
         out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
+    if os.environ.get("TILECOMM_MPI_LOST_S"):
+        out["mpi_lost_s"] = os.environ["TILECOMM_MPI_LOST_S"]
     if os.environ.get("TILECOMM_MPI_DIRECT") == "0":
         out["mpi_direct"] = False       # no shared-memory window: every access an RMA call
     return out

@@ -3,8 +3,10 @@ process 0 (run under ``TILECOMM_MPI_DIRECT=0`` or ``MPIR_CVAR_NOLOCAL=1``):
 every case checks its results against numpy on every process, and each
 process r > 0 reports how many of process 0's /dev/shm segments it mapped.
 
-Prints ``OK <process> mapped=<count>`` per process."""
+Prints ``OK <process> mapped=<count>`` per process, then ``HOST <hostname>
+nodes=<nodes MPI counts in the job>``."""
 import os
+import socket
 import sys
 
 import numpy as np
@@ -219,6 +221,13 @@ def main(n: int) -> None:
     mapped = len([a for a in ATTACHED if a.startswith("tilecomm-")]) + \
         mapped_tilecomm_segments()
     print(f"OK {ME} mapped={mapped}", flush=True)
+    # where it ran: this process's host, and how many nodes MPI counts
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    node = world.Split_type(MPI.COMM_TYPE_SHARED)
+    nodes = world.allreduce(1 if node.Get_rank() == 0 else 0)
+    node.Free()
+    print(f"HOST {socket.gethostname()} nodes={nodes}", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ tests/ranks/programs_races.py, one mode per command-line argument:
   clean  the data, then the notify: no error, the data received; prints
          "CLEAN <rank>"
   nodes  the control block reached over RMA (TILECOMM_MPI_DIRECT=0, as
-         across nodes): every process gets the ConfigError before any rank
-         runs; prints "REFUSED <rank>"
+         across nodes, or processes on two hosts): every process gets the
+         ConfigError saying why and what instead, before any rank runs;
+         prints "REFUSED <rank>"
   unset  the race of "race" with RunConfig.detect_races left unset, so the
          environment decides (``tilecomm run --detect-races``): prints
          "RACED <rank> <races>" as "race" does, or "UNCHECKED <rank>"
@@ -56,6 +57,14 @@ else:
     try:
         ring_main(xs, ys, gots, 0, config=cfg)
     except ConfigError as e:
-        assert "every rank on one machine" in str(e) and e.code == "TC402", str(e)
+        # why not (the sequencer and the logs), and what the user has instead
+        text = str(e)
+        assert e.code == "TC402", text
+        for said in ("cannot check a job whose control block is reached over MPI RMA",
+                     "a sequencer every rank takes with atomics in node-shared memory",
+                     "access log from process 0's /dev/shm", "Nothing ran",
+                     "protocol lint (TC7xx)", "every process on one node",
+                     "across nodes with detect_races off"):
+            assert said in text, (said, text)
         assert not ys.any()
         print("REFUSED", me, flush=True)

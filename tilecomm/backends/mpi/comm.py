@@ -20,6 +20,7 @@ import sys
 from ...errors import ConfigError
 from ...transport.segments import sweep
 from . import jobwatch
+from .hydrafiles import unlink_topology_file
 
 try:
     import mpi4py
@@ -49,6 +50,7 @@ def require_mpi():
     if "pid" not in _SWEEPER:                     # this process's first use of MPI
         jobwatch.install(MPI)
         unlink_library_segments()
+        unlink_topology_file(MPI)
         _SWEEPER["pid"] = start_sweeper() if MPI.COMM_WORLD.Get_rank() == 0 else None
     return MPI
 

@@ -75,6 +75,8 @@ import traceback
 
 import numpy as np
 
+from . import lifeline
+
 __all__ = ["call", "check", "gate", "install", "SET_UP", "CALL", "CLOSE"]
 
 # what a gate is the start of (the codes processes exchange)
@@ -424,6 +426,7 @@ def _leaving() -> None:
     MPI = _state["MPI"]
     comm = _state["comm"]
     if not _usable(MPI) or comm is None or _state["stopping"]:
+        lifeline.halt()             # no MPI from its thread while MPI ends or aborts
         return
     _send_all(LEFT)
     sends = _state["sends"]
@@ -454,3 +457,6 @@ def _leaving() -> None:
               f"{sorted(stopped)} waited for it in a call: aborting the MPI job",
               file=sys.stderr, flush=True)
         _abort(MPI)
+    # every process leaves: a job across nodes may end its lifeline now (it
+    # watched the peers while this process waited for them above)
+    lifeline.stop()

@@ -57,7 +57,7 @@ import numpy as np
 from ...errors import ConfigError, DataRaceError, RankFailure, UserError
 from .transport import MpiHost
 from .comm import require_mpi, unlink_backing_file
-from . import jobwatch
+from . import jobwatch, lifeline
 from ...ir.types import INOUT, OUT
 from ...runtime import control as C
 from ...runtime import taskplane
@@ -119,6 +119,7 @@ class MpiJob:
         self.MPI = MPI
         self.comm = MPI.COMM_WORLD.Dup()
         self.me = self.comm.Get_rank()
+        self.shared = shared           # the control block is node-shared memory
         self.win = self.memory = None
         self.hosts = None        # process 0's host tensors over RMA, if so (hosts.py)
         if not shared:
@@ -142,6 +143,30 @@ class MpiJob:
         self.comm.Free()
 
 
+def races_refused() -> ConfigError:
+    """The race check asked for in a job whose control block is reached over
+    RMA (processes on several nodes, or TILECOMM_MPI_DIRECT=0).  Why not,
+    precisely: the check orders every notify into a signal cell by a ticket
+    sequencer that each rank takes with native atomics in the node-shared
+    control block, and process 0 reads each rank's access log from its own
+    /dev/shm after the call.  Neither reaches over MPI here: the control
+    block is process 0's memory behind RMA, and another node's logs are in
+    that node's /dev/shm."""
+    return ConfigError(
+        "RunConfig.detect_races cannot check a job whose control block is reached over MPI "
+        "RMA (its processes on several nodes, or TILECOMM_MPI_DIRECT=0): the check numbers "
+        "the notifies into each signal cell by a sequencer every rank takes with atomics in "
+        "node-shared memory, and reads every rank's access log from process 0's /dev/shm; "
+        "across nodes the control block is process 0's memory behind RMA and the logs stay "
+        "on their own node.  Nothing ran: the call's outputs are untouched",
+        code="TC402",
+        hint="what you have across nodes is the protocol lint (TC7xx), run when the program "
+             "is compiled on every process; for the race check, run the same script with "
+             "every process on one node (mpiexec -n N on one host), or with python on the "
+             "shm transport, then across nodes with detect_races off "
+             "(TILECOMM_DETECT_RACES unset, no --detect-races)")
+
+
 class MpiBackend(Backend):
     """The MPI backend: the per-call glue -- process 0 controls, the others
     serve and receive.  Built on every process of the job, collectively."""
@@ -152,6 +177,7 @@ class MpiBackend(Backend):
         super().__init__(ranks)
         MPI = require_mpi()
         jobwatch.gate(jobwatch.SET_UP)     # every process is here before any collective step
+        lifeline.start(MPI)                # across nodes: a silent host ends the job
         mb = from_env().get("mpi_pool_mb")
         if mb is not None and not (mb.isdigit() and int(mb) > 0):
             raise ConfigError(f"TILECOMM_MPI_POOL_MB must be a positive number of MiB, got "
@@ -186,7 +212,7 @@ class MpiBackend(Backend):
         # every process may still be reading
         with jobwatch.call():
             if self.job.me == 0:
-                return self._control(ranks, executable, args, run_call)
+                return self._control(ranks, executable, args, config, run_call)
             return self._serve(ranks, executable, args)
 
     def share(self, host: np.ndarray) -> None:
@@ -197,10 +223,12 @@ class MpiBackend(Backend):
             np.copyto(host, buf)
 
     # -------------------------------------------------------------- process 0
-    def _control(self, ranks, executable, args, run_call):
+    def _control(self, ranks, executable, args, config, run_call):
         launcher = ranks.launcher
         launcher.begin_call()
         try:
+            if config.races_enabled and not self.job.shared:
+                raise races_refused()
             result = run_call(True)
         except BaseException as e:
             launcher.end_call()
