@@ -44,8 +44,8 @@ are removed before a run that writes any.
 The controller side (``RunArtefacts``) prepares the directory, tells each
 rank (``messages.BeginRun``) and merges the traces once every rank has
 written its files (before it reports the run done).  The rank side
-(``RankArtefacts``) switches the rank's context to the recording class for
-the run and writes the files.
+(``RankArtefacts``) builds the run's sinks, switches the rank's context to
+the recording class for the run (``recorder.py``) and writes the files.
 
 A rank whose process cannot write the controller's directory (an MPI process
 on another node: ``ship`` given) writes its files to a private temporary
