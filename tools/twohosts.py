@@ -4,7 +4,9 @@ a cluster.
 
 Each host is a network, UTS (hostname) and mount namespace of its own, with
 a private /dev/shm and /tmp (so the hosts share no memory and no temporary
-files), its own /etc/hosts naming both, its own /sys (the network devices
+files; a checkout or Python environment that itself lives under /tmp is
+bound into both hosts' /tmp at its path, as a cluster's nodes share their
+home directories), its own /etc/hosts naming both, its own /sys (the network devices
 it sees) and its own boot id; the hosts are joined by a veth
 pair created inside the namespaces (nothing appears in the machine's own
 network, and the addresses exist only inside them).  MPICH's launcher starts
@@ -39,12 +41,39 @@ SUBNET = "10.231.0"                  # private, and only inside the namespaces
 LINK = "tc0"                         # the veth end's name on each host
 PR_SET_PDEATHSIG = 1
 
+def shared_under_tmp() -> list:
+    """The directories right under /tmp that hold what a job runs from here --
+    this checkout, the Python environment, the working directory -- bound
+    into each host's private /tmp (a clone and its venv under /tmp would
+    vanish inside the hosts otherwise)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = set()
+    for p in (here, sys.prefix, os.path.realpath(sys.prefix), os.getcwd(),
+              os.path.realpath(os.getcwd())):
+        if p.startswith("/tmp/"):
+            out.add("/tmp/" + p[len("/tmp/"):].split("/")[0])
+    return sorted(out)
+
+
 # run inside each host's fresh namespaces by its keeper process; the keeper
 # then sleeps, holding the namespaces for the processes entered into them
 KEEPER = r"""
 set -e
+state=$1
+host=$2
+shift 2
 mount -t tmpfs -o mode=1777,size=2g tilecomm-shm /dev/shm
+# the machine's /tmp, kept reachable just long enough to bind back the
+# directories under it that the job runs from (the arguments)
+mkdir -p "$state/$host.machine-tmp"
+mount --bind /tmp "$state/$host.machine-tmp"
 mount -t tmpfs -o mode=1777 tilecomm-tmp /tmp
+for dir in "$@"; do
+    mkdir -p "$dir"
+    mount --bind "$state/$host.machine-tmp/${dir#/tmp/}" "$dir"
+done
+umount "$state/$host.machine-tmp"
+set -- "$state" "$host"
 mount --bind "$1/etc-hosts" /etc/hosts
 # sysfs as this network namespace sees it (/sys/class/net: lo and the link),
 # where MPI libraries look for network devices
@@ -173,7 +202,7 @@ class Hosts:
                 self._keepers.append(subprocess.Popen(
                     ["unshare", "--net", "--uts", "--mount", "--propagation", "private",
                      "--fork", "--kill-child", "--", "/bin/sh", "-c", KEEPER, "keeper",
-                     self.state, h],
+                     self.state, h, *shared_under_tmp()],
                     stdin=subprocess.DEVNULL, start_new_session=not tied,
                     preexec_fn=_die_with_parent if tied else None))
             self._wait_for_keepers()
@@ -277,9 +306,11 @@ class Hosts:
         return f"/proc/{self.pid(host)}/root{path}"
 
     def leftovers(self, host: str) -> list:
-        """What is in ``host``'s private /dev/shm and /tmp (both start empty)."""
+        """What is in ``host``'s private /dev/shm and /tmp (both start empty,
+        but for the directories bound in: ``shared_under_tmp``)."""
+        shared = set(shared_under_tmp())
         return sorted(f"{d}/{f}" for d in ("/dev/shm", "/tmp")
-                      for f in os.listdir(self.path(host, d)))
+                      for f in os.listdir(self.path(host, d)) if f"{d}/{f}" not in shared)
 
     @staticmethod
     def _maker(keeper: int) -> int:
