@@ -15,6 +15,8 @@ from tilecomm.runtime.rank.artefacts import DfxSettings, RankArtefacts
 class _Context:
     """What RankArtefacts needs of a rank context when nothing is recorded."""
 
+    transport = None
+
 
 def _settings(root):
     return DfxSettings(str(root), swimlane=0, dump_args=0, dep_gen=False, scope_stats=False,

@@ -142,15 +142,18 @@ def _scenarios(start, forced, optional):
     sets_forced = [p for p in forced if not p.add]
     if not sets_forced and start is not None:
         yield start, [p for p in forced if p.add], [p for p in optional if p.add]
-    everything = forced + optional
+    adds = [(p, True) for p in forced if p.add] + [(p, False) for p in optional if p.add]
     for s in sets_forced + [p for p in optional if not p.add]:
         # a Set that happens-before another forced Set is never the last
         if any(s is not o and s.before(o) for o in sets_forced):
             continue
-        after = [p for p in everything if p.add and s.before(p) and p is not s]
-        may = [p for p in everything if p.add and not p.before(s) and not s.before(p)]
-        yield s.entry.value, [p for p in after if p in forced], \
-            [p for p in after if p not in forced] + may
+        fixed, free = [], []
+        for p, is_forced in adds:
+            if s.before(p):             # lands after the Set: counted if it lands
+                (fixed if is_forced else free).append(p)
+            elif not p.before(s):       # unordered with it: may land after it
+                free.append(p)
+        yield s.entry.value, fixed, free
 
 
 def _reaches(value: int, adds: list, expected: int) -> bool:

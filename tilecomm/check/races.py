@@ -455,10 +455,9 @@ class _Replay:
             if None in clocks:
                 return False               # a needed notify is not replayed yet
             src = None
-            if need:
-                last = max(need)
-                entry = next(e for e in self.history[cell] if e.seq == last)
-                src = (entry, 0)
+            if need:                       # the latest needed notify names the edge
+                k = bisect_right(self.seqs[cell], max(need)) - 1
+                src = (self.history[cell][k], 0)
             before = dict(t.vc)
             for vc in clocks:
                 _join(t.vc, vc)

@@ -5,8 +5,8 @@
 port imports from here (``CompiledProgram``, ``DistributedCompiledProgram``,
 ``DistributedConfig``) load their module on first use (PEP 562), so reading
 the IR never loads the compiler."""
-import importlib
 
+from .._lazy import lazy_names
 from ..errors import TilecommError, at_entry_point
 from .functions import KernelFunction, ProgramClass
 
@@ -51,17 +51,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value          # later lookups skip this function
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
 
 
 __all__ = ["CompiledProgram", "DistributedCompiledProgram", "DistributedConfig",

@@ -488,6 +488,20 @@ def _get(c):
 
 
 # ------------------------------------------------------------------ tile-level put / get
+def _staged_rule(c, window: str, local: str) -> None:
+    """What the tile forms of put / get check, but for their own options:
+    the window operand, the local one, the peer, the regions and the
+    staging tiles."""
+    c.dist(window, window)
+    t = c.type(local)
+    if not isinstance(t, TensorType):
+        c.type_error(f"{c.op} expects a Tensor or DistributedTensor {local}; got "
+                     f"{describe(t)}", at=local)
+    c.integer("peer")
+    _transfer_rule(c)
+    _stage_rule(c, c.type(window))
+
+
 def _stage_rule(c, data):
     """The staging tiles of the tile forms: Tiles of the transferred dtype."""
     for name in ("stage", "stage2"):
@@ -520,14 +534,7 @@ def tile_put(dst, peer, src, stage, stage2=None, dst_offsets=None, src_offsets=N
 
 @tile_put.rule
 def _tile_put(c):
-    c.dist("dst", "dst")
-    s = c.type("src")
-    if not isinstance(s, TensorType):
-        c.type_error(f"pld.tile.put expects a Tensor or DistributedTensor src; got "
-                     f"{describe(s)}", at="src")
-    c.integer("peer")
-    _transfer_rule(c)
-    _stage_rule(c, c.type("dst"))
+    _staged_rule(c, "dst", "src")
     c.atomic_dtype(c.enum("atomic", AtomicType), c.type("dst").dtype)
     return NONE
 
@@ -546,14 +553,7 @@ def tile_get(dst, peer, src, stage, stage2=None, dst_offsets=None, src_offsets=N
 
 @tile_get.rule
 def _tile_get(c):
-    c.dist("src", "src")
-    d = c.type("dst")
-    if not isinstance(d, TensorType):
-        c.type_error(f"pld.tile.get expects a Tensor or DistributedTensor dst; got "
-                     f"{describe(d)}", at="dst")
-    c.integer("peer")
-    _transfer_rule(c)
-    _stage_rule(c, c.type("src"))
+    _staged_rule(c, "src", "dst")
     return NONE
 
 

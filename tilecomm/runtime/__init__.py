@@ -6,7 +6,8 @@ environment with tilecomm loads, ``tilecomm.runtime.config`` itself -- does
 not pay for the controller, the rank side and numpy's BLAS."""
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_names
+
 from typing import TYPE_CHECKING
 
 # public name -> the module (relative to this package) that defines it
@@ -34,17 +35,7 @@ if TYPE_CHECKING:       # what readers and type checkers see
     from .worker.handles import DistributedRunHandle, RegistrationHandle
 
 
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value          # later lookups skip this function
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
 
 
 __all__ = ["BenchmarkStats", "ChipWorker", "DeviceTensor", "DistributedConfig", "DistributedRunHandle", "DistributedWorker",

@@ -8,7 +8,8 @@ by every pytest session of an environment with tilecomm installed, and most
 of those sessions never explore."""
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_names
+
 from typing import TYPE_CHECKING
 
 _HOMES = {name: ".exploration" for name in ("ExploreResult", "Failure", "explore", "replay")}
@@ -17,17 +18,7 @@ if TYPE_CHECKING:
     from .exploration import ExploreResult, Failure, explore, replay
 
 
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
 
 
 __all__ = ["ExploreResult", "Failure", "explore", "replay"]

@@ -161,7 +161,7 @@ class RankArtefacts:
         if settings.races:
             self.races = RaceLog(rank, rc.control, rc._aborted_exc, race_log_path(settings, rank))
         self.explore = None
-        real = getattr(rc, "transport", None)
+        real = rc.transport
         if settings.explore:
             self.explore = Explorer(rank, rc.world, rc.control, rc._aborted_exc,
                                     step_log_path(settings, rank), *settings.explore[1:])
