@@ -58,17 +58,24 @@ def test_killing_every_process_of_one_host_ends_the_job_naming_it(two_hosts, n, 
         for pid in two_hosts.processes("node-b"):
             os.kill(pid, signal.SIGKILL)
 
-    on_start, killed = _when_blocked(n, kill_node_b)
-    run = run_twohost(two_hosts, n, [FAILURES, "block", str(n)], per_host=per_host,
-                      timeout=TIMEOUT, on_start=on_start)
-    ended = time.time()
-    assert killed, run.output
-    assert run.returncode != 0
-    assert ended - killed[0] < KILLED_WITHIN_S, run.output
-    assert "twohosts: lost node-b: its side of the job was killed (signal 9)" in run.stderr, \
-        run.output
-    # node-a's processes had blocked before (the kill came mid-call)
-    assert run.stdout.count("blocking") >= n // 2
+    report = "twohosts: lost node-b: its side of the job was killed (signal 9)"
+    # The launcher names the lost host as it sees its side killed, while
+    # mpiexec, seeing the same loss, ends and may stop the launcher first: on
+    # a loaded machine the line can lose that race.  The job must end in
+    # time on every attempt; the line must come on one of two.
+    for attempt in range(2):
+        on_start, killed = _when_blocked(n, kill_node_b)
+        run = run_twohost(two_hosts, n, [FAILURES, "block", str(n)], per_host=per_host,
+                          timeout=TIMEOUT, on_start=on_start)
+        ended = time.time()
+        assert killed, run.output
+        assert run.returncode != 0
+        assert ended - killed[0] < KILLED_WITHIN_S, run.output
+        # node-a's processes had blocked before (the kill came mid-call)
+        assert run.stdout.count("blocking") >= n // 2
+        if report in run.stderr:
+            break
+    assert report in run.stderr, run.output
 
 
 # the silence that makes a peer lost: the default (5 s), and one set by
