@@ -10,7 +10,7 @@ import pytest
 from tilecomm import _native_core as native
 from tilecomm.check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, DONE,
                                    MAIN, NOTIFY, READ, SUBMIT, WAIT, WRITE, byte_runs)
-from tilecomm.check.races import find_races, region_text
+from tilecomm.check.races import _Shadow, find_races, region_text
 from tilecomm.errors import DataRaceError, InternalError
 from tilecomm.waits import CMP_EQ, CMP_GE, CMP_GE_U
 
@@ -326,6 +326,37 @@ def test_byte_runs_and_region_text():
     assert region_text([(40, 52), (72, 84)], (4, 8), 4) == "[1:3, 2:5]"
     assert region_text([(32, 96)], (4, 8), 4) == "[1:3, 0:8]"
     assert region_text([(36, 40)], (4, 8), 4) == "[1:2, 1:2]"
+
+
+def test_a_record_merges_runs_in_any_order_into_their_union():
+    # a thread's accesses of one epoch become one record: its runs must stay
+    # sorted, disjoint and exactly the bytes merged, whatever the order
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        first = _random_runs(rng)
+        rec = _Shadow(None, 1, 0, first, (ACCESS,) + (None,) * 10)
+        want = _bytes(first)
+        for _ in range(int(rng.integers(1, 12))):
+            more = _random_runs(rng)
+            rec.merge(more)
+            want |= _bytes(more)
+        runs = list(rec.runs)
+        assert all(a < b for a, b in runs)
+        assert all(runs[k][1] < runs[k + 1][0] for k in range(len(runs) - 1)), runs
+        assert _bytes(runs) == want
+        probe = _random_runs(rng)
+        assert _bytes(rec.overlap(probe)) == want & _bytes(probe)
+
+
+def _random_runs(rng) -> tuple:
+    """Sorted, disjoint byte runs in [0, 200), 1 to 12 of them."""
+    cuts = sorted(set(int(c) for c in rng.integers(0, 200, int(rng.integers(2, 25)))))
+    runs = [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts) - 1, 2)]
+    return tuple(runs) or ((5, 6),)
+
+
+def _bytes(runs) -> set:
+    return {b for lo, hi in runs for b in range(lo, hi)}
 
 
 def test_the_replay_reads_the_logs_as_it_goes():

@@ -922,6 +922,27 @@ static PyObject *py_atomic_add_2d(PyObject *self, PyObject *const *args, Py_ssiz
 }
 
 /* ------------------------------------------------------------------------ */
+/* buffer addresses                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The address of the first byte of a buffer (an ndarray, strided or not): the
+ * recorder asks it of every operand it may record, and numpy's own route
+ * (__array_interface__) builds a dict per call. */
+static PyObject *py_address(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "address(obj) takes one argument");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_STRIDES) < 0)
+        return NULL;
+    void *buf = view.buf;
+    PyBuffer_Release(&view);
+    return PyLong_FromVoidPtr(buf);
+}
+
+/* ------------------------------------------------------------------------ */
 /* module                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -958,6 +979,8 @@ static PyMethodDef methods[] = {
              "              rows, cols, dtype_code) -> None\n\n"
              "dst[r, c] += src[r, c], each element atomically.  dtype codes: 0 float32,\n"
              "1 float16, 2 bfloat16, 3 int32, 4 int16, 5 int8, 6 float64, 7 int64."),
+    FASTCALL(address, "address(obj) -> int\n\nThe address of the first byte of buffer obj "
+                      "(an ndarray, contiguous or not)."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -159,11 +159,10 @@ class _Shadow:
     first ``PARTS_MAX``), so a race names the iteration of the elements it
     is on, not the first access's."""
 
-    __slots__ = ("thread", "epoch", "kind", "runs", "ev", "_starts", "parts", "more")
+    __slots__ = ("thread", "epoch", "kind", "runs", "ev", "parts", "more")
 
     def __init__(self, thread, epoch, kind, runs, ev):
         self.thread, self.epoch, self.kind, self.runs, self.ev = thread, epoch, kind, runs, ev
-        self._starts = None
         self.parts = None               # [(iteration, runs)] once two iterations merged
         self.more = ""                  # the last kept iteration, once parts are full
 
@@ -190,18 +189,27 @@ class _Shadow:
         mine = self.runs
         if type(mine) is tuple:
             mine = self.runs = list(mine)
-        if len(runs) == 1 and mine and runs[0][0] >= mine[-1][0]:
-            lo, hi = runs[0]                # the common case: a loop going forward
-            if lo <= mine[-1][1]:
-                if hi > mine[-1][1]:
-                    mine[-1] = (mine[-1][0], hi)
-            else:
-                mine.append(runs[0])
-                if self._starts is not None:
-                    self._starts.append(lo)
+        if len(runs) > 8:
+            self.runs = list(_union(tuple(mine), runs))
             return
-        self.runs = list(_union(tuple(mine), runs))
-        self._starts = None
+        for lo, hi in runs:             # a loop's element after element: in place
+            if mine and lo >= mine[-1][0]:
+                last = mine[-1]         # the common case: a loop going forward
+                if lo <= last[1]:
+                    if hi > last[1]:
+                        mine[-1] = (last[0], hi)
+                else:
+                    mine.append((lo, hi))
+                continue
+            i = bisect_right(mine, (lo, _END))
+            if i and mine[i - 1][1] >= lo:
+                i -= 1
+                lo, hi = mine[i][0], max(hi, mine[i][1])
+            j = i
+            while j < len(mine) and mine[j][0] <= hi:
+                hi = max(hi, mine[j][1])
+                j += 1
+            mine[i:j] = [(lo, hi)]
 
     def overlap(self, runs) -> list:
         """The bytes of ``runs`` this record also covers (a record of many
@@ -209,18 +217,19 @@ class _Shadow:
         mine = self.runs
         if len(mine) <= 8:
             return _overlap(mine, runs)
-        starts = self._starts
-        if starts is None:
-            starts = self._starts = [lo for lo, _ in mine]
         out = []
         for lo, hi in runs:
-            i = max(bisect_right(starts, lo) - 1, 0)
+            i = max(bisect_right(mine, (lo, _END)) - 1, 0)
             while i < len(mine) and mine[i][0] < hi:
                 a, b = max(mine[i][0], lo), min(mine[i][1], hi)
                 if a < b:
                     out.append((a, b))
                 i += 1
         return out
+
+
+# past every byte: (lo, _END) sorts after each run starting at lo
+_END = float("inf")
 
 
 def _overlap(a: tuple, b: tuple) -> list:

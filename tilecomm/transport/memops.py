@@ -10,8 +10,14 @@ from ..errors import RuntimeFault
 
 
 def address(a: np.ndarray) -> int:
-    """Address of an array's first element (cheaper than ``a.ctypes.data``)."""
-    return a.__array_interface__["data"][0]
+    """Address of an array's first element: through the buffer protocol in
+    the native core (``__array_interface__`` builds a dict per call, twenty
+    times the cost, and the recorder asks this of most operands); an array
+    that exports no buffer (object dtype) is asked the slow way."""
+    try:
+        return native.address(a)
+    except (TypeError, ValueError, BufferError):
+        return a.__array_interface__["data"][0]
 
 
 def check_atomic(dtype):

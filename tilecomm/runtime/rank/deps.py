@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..values import WindowView
+from ...transport.memops import address
 
 READ, WRITE = "r", "w"
 
@@ -110,7 +111,7 @@ class Tracker:
         if d is None or d[0] is not a:
             if len(self._arrays) > 256:
                 self._arrays.clear()
-            d = self._arrays[id(a)] = (a, id(_root(a)), a.__array_interface__["data"][0])
+            d = self._arrays[id(a)] = (a, id(_root(a)), address(a))
         return d
 
     def release_arrays(self) -> None:

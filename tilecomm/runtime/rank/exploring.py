@@ -48,6 +48,7 @@ from ...waits import holds
 from ...transport.segments import PREFIX
 from ..control import SLOT, TURN_RANK_SLOTS, TURN_SLOTS
 from ..values import WindowView
+from ...transport.memops import address
 from .recorder import Sink
 from .tracing import SourceLines
 
@@ -238,6 +239,7 @@ class Explorer(Sink):
     later step than the load's), so the call-site forms take the plain ops."""
 
     ORDER = 1
+    SHARED_OPS_ONLY = True          # window and tensor memory only
     PLAIN_SITES = True
 
     def __init__(self, rank: int, world: int, control, aborted_exc, path: str, schedule: tuple,
@@ -364,16 +366,19 @@ class Explorer(Sink):
         idx = np.unravel_index(off // item, shape)
         return f"{name}[{', '.join(str(int(i)) for i in idx)}] on rank {owner}"
 
+    def tracks(self, ctx, addr) -> bool:
+        return self.where(addr) is not None
+
     def region(self, array) -> tuple | None:
         """(target, byte runs, label) of an ndarray lying in window memory."""
         if not isinstance(array, np.ndarray) or array.size == 0:
             return None
-        addr = array.__array_interface__["data"][0]
+        addr = address(array)
         found = self.where(addr)
         if found is None:
             return None
         seg, off = found
-        runs = byte_runs(array, addr - off)
+        runs = byte_runs(array, addr - off, addr)
         return ("data", self._stable(seg)), runs, self._elements(seg, off, array, runs)
 
     def _elements(self, seg, off, array, runs) -> str:

@@ -47,6 +47,7 @@ from . import iterations
 from .recorder import Local, Sink
 from .tracing import SourceLines
 from ..values import WindowView
+from ...transport.memops import address
 
 
 # events a rank keeps in memory before it appends them to its log file
@@ -72,6 +73,7 @@ class RaceLog(Sink):
     has taken its turn or noted the time."""
 
     ORDER = 4
+    SHARED_OPS_ONLY = True          # window and tensor memory only
 
     def __init__(self, rank: int, control, aborted_exc, path: str):
         self.rank = rank
@@ -118,7 +120,7 @@ class RaceLog(Sink):
                     names = param_names(d.image.function(d.fname), len(d.vals)) \
                         if not d.fname.startswith(BUILTIN_PREFIX) else \
                         [f"arg{k}" for k in range(len(d.vals))]
-                lo = v.__array_interface__["data"][0]
+                lo = address(v)
                 bid = (PLAIN, self.rank, lo)
                 self.names[bid] = names[i]
                 self.plains.append((lo, lo + v.nbytes, bid, self.rank, v.shape, v.itemsize))
@@ -201,7 +203,7 @@ class RaceLog(Sink):
         """Know ``view``'s buffer, and where this rank's copy of it lies (each
         mapping of it, should a copy be mapped at two addresses)."""
         b = view.buffer
-        lo = view.local.__array_interface__["data"][0]
+        lo = address(view.local)
         if (b.id, lo) in self.mapped:
             return
         self.mapped.add((b.id, lo))
@@ -247,8 +249,9 @@ class RaceLog(Sink):
         """An access of ``view[idx]`` in member ``peer``'s copy."""
         self.window(view)
         local = view.local
-        base = local.__array_interface__["data"][0]
-        runs = byte_runs(local[idx] if idx else local, base)
+        base = address(local)
+        region = local[idx] if idx else local
+        runs = byte_runs(region, base, address(region))
         thr, who, line = self.site(ctx, loc)
         self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs, kind, op,
                   line, who, view.shape, local.itemsize, _ITERATION))
@@ -259,25 +262,35 @@ class RaceLog(Sink):
         beside the access (nothing otherwise)."""
         if not isinstance(region, np.ndarray) or region.size == 0:
             return
-        addr = region.__array_interface__["data"][0]
-        i = bisect_right(self.starts, addr) - 1     # the copies never overlap
-        if i >= 0 and addr < self.windows[i][1]:
-            lo, hi, bid, owner, shape, item = self.windows[i]
-        else:
-            # a plain tensor is shared only by this rank's threads: outside
-            # a task scope the dispatch's own thread is the only one, and
-            # what it does there is ordered with every task by the scope's
-            # submissions and its end
-            if not (self.scopes or ctx.task is not None):
-                return
-            for lo, hi, bid, owner, shape, item in self.plains:
-                if lo <= addr < hi:
-                    break
-            else:
-                return
+        addr = address(region)
+        found = self.memory(ctx, addr)
+        if found is None:
+            return
+        lo, hi, bid, owner, shape, item = found
         thr, who, line = self.site(ctx, loc)
         self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo, addr), kind, op, line, who,
                   shape, item, _ITERATION))
+
+    def memory(self, ctx, addr):
+        """(first address, end, buffer id, owner, shape, itemsize) of the
+        window copy or plain tensor holding ``addr``, if the check follows
+        it now (None otherwise)."""
+        i = bisect_right(self.starts, addr) - 1     # the copies never overlap
+        if i >= 0 and addr < self.windows[i][1]:
+            return self.windows[i]
+        # a plain tensor is shared only by this rank's threads: outside a
+        # task scope the dispatch's own thread is the only one, and what it
+        # does there is ordered with every task by the scope's submissions
+        # and its end
+        if not (self.scopes or ctx.task is not None):
+            return None
+        for p in self.plains:
+            if p[0] <= addr < p[1]:
+                return p
+        return None
+
+    def tracks(self, ctx, addr) -> bool:
+        return self.memory(ctx, addr) is not None
 
     def sequenced(self, cell, op=None) -> tuple:
         """(``op()``, its number in ``cell``'s modification order); with no op,

@@ -71,6 +71,7 @@ from ...errors import InternalError
 from ...ir.effects import Effect
 from ..values import Tile, WindowView
 from .context import RankContext
+from ...transport.memops import address
 from .tile.kernel_ops import arr
 from .tile.site_ops import BINARY_NAMES, PlainPaths
 from . import touched
@@ -160,6 +161,34 @@ def _accesses(plan, args) -> list:
     return out
 
 
+def _private(ctx, plan, args) -> bool:
+    """Whether no operand an op touches is memory a sink records: each is an
+    array that owns its memory (a fresh tile, a result), a number, or an
+    array no sink tracks at the moment (``Sink.tracks``: a view of a plain
+    tensor while no task can run beside the op) -- ``_accesses`` would find
+    nothing the sinks keep; this is its check without computing a region."""
+    tracks = ctx._rec.tracks
+    for step in plan:
+        if step[4] is not None:                 # a peer's copy
+            return False
+        a = args[step[0]]
+        if type(a) is WindowView:
+            return False
+        if isinstance(a, np.ndarray):
+            if a.base is None:
+                continue
+            if tracks is None:
+                return False
+            # an array lies in one allocation: its first byte says which
+            addr = address(a)
+            for t in tracks:
+                if t(ctx, addr):
+                    return False
+        elif not isinstance(a, (int, float, np.generic)):
+            return False
+    return True
+
+
 def _plan(touches, params) -> tuple:
     """A record's touches as positions into its implementation's arguments."""
     pos = params.index
@@ -180,6 +209,15 @@ class Sink:
 
     ORDER = 0
     PLAIN_SITES = False
+    # true: the sink's op hooks have nothing to do for an op that touches
+    # only memory of its own (fresh tiles, scalars: ``_private``); when every
+    # sink with op hooks says so, such ops run unrecorded -- most of a
+    # kernel's ops are arithmetic on its own tiles, or reads of its inputs
+    SHARED_OPS_ONLY = False
+    # ``tracks(ctx, addr)`` (with SHARED_OPS_ONLY): whether the sink would
+    # record an access of the array whose first byte is at ``addr`` now; a
+    # sink without it is taken to record every array that is not its own
+    tracks = None
 
     def finish(self, failed: bool) -> None:
         """The run ended on this rank (its files, its last events); ``failed``:
@@ -231,6 +269,10 @@ class Recording:
             raise InternalError("two recording sinks sequence the signals of one run")
         self.sequencer = sequencers[0] if sequencers else None
         self.plain_sites = any(s.PLAIN_SITES for s in self.sinks)
+        op_sinks = [s for s in self.sinks if any(_defines(s, f"{p}_{OP}") for p in PHASES)]
+        self.skip_private = all(s.SHARED_OPS_ONLY for s in op_sinks)
+        self.tracks = tuple(s.tracks for s in op_sinks) \
+            if all(s.tracks is not None for s in op_sinks) else None
         # the transport's own signal and cell read, below any sink's endpoint
         self.signal, self.read_cell = signal, read_cell
 
@@ -305,12 +347,15 @@ def _op_wrapper(method: str, name_of, plan, kind=OP):
     params, defaults = _signature(plain)
     before, after, failed = (f"{p}_{kind}" for p in PHASES)
     loc_at = params.index("_loc") if "_loc" in params else None
+    private = kind == OP                # a collective is recorded whatever its operands
 
     def recorded(self, *args, **kw):
         if self._inside:
             return plain(self, *args, **kw)
         a = _full(args, kw, params, defaults, method)
         r = self._rec
+        if private and r.skip_private and _private(self, plan, a):
+            return plain(self, *a)
         ev = Event(kind, name_of(a), params, a, -1 if loc_at is None else int(a[loc_at]), plan)
         return _run(self, ev, plain, getattr(r, before), getattr(r, after), getattr(r, failed))
 
@@ -481,6 +526,8 @@ class RecordingRankContext(RankContext):
         if self._inside:
             return RankContext.assign(self, base, items, value)
         r = self._rec
+        if r.skip_private and _private(self, _ASSIGN_PLAN, (base, items, value)):
+            return RankContext.assign(self, base, items, value)
         ev = Event(OP, "element assignment", _ASSIGN_PARAMS, (base, items, value), -1,
                    _ASSIGN_PLAN)
         return _run(self, ev, RankContext.assign, r.before_op, r.after_op, r.failed_op)
@@ -489,6 +536,8 @@ class RecordingRankContext(RankContext):
         if self._inside:
             return RankContext.index(self, base, items)
         r = self._rec
+        if r.skip_private and _private(self, _INDEX_PLAN, (base, items)):
+            return RankContext.index(self, base, items)
         ev = Event(OP, "indexing", _INDEX_PARAMS, (base, items), -1, _INDEX_PLAN)
         return _run(self, ev, RankContext.index, r.before_op, r.after_op, r.failed_op)
 
@@ -523,6 +572,8 @@ def _site(ctx, method, at, lead, args):
     names, plan = _DECLARED[method]
     a = _full(args, {}, params, defaults, method)
     r = ctx._rec
+    if r.skip_private and _private(ctx, plan, a):
+        return at(ctx, *lead, *args)
     ev = Event(OP, _named(names)(a), params, a, -1, plan)
 
     def run(c, *a):

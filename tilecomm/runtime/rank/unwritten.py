@@ -38,6 +38,7 @@ import numpy as np
 from ...check.events import READ
 from ..poison import poisoned
 from ..values import WindowView
+from ...transport.memops import address
 from . import iterations
 from .recorder import Local, Sink
 from .tracing import SourceLines
@@ -52,6 +53,7 @@ class UnwrittenReads(Sink):
     ``candidates``: the ids of the window buffers the run may poison."""
 
     ORDER = 5
+    SHARED_OPS_ONLY = True          # window and tensor memory only
 
     def __init__(self, rank: int, path: str, candidates):
         self.rank, self.path = rank, path
@@ -76,13 +78,17 @@ class UnwrittenReads(Sink):
         b = view.buffer
         if b.id not in self.candidates or view.local.dtype == np.int32:
             return
-        lo = view.local.__array_interface__["data"][0]
+        lo = address(view.local)
         if (b.id, lo) in self.mapped:
             return
         self.mapped.add((b.id, lo))
         insort(self.windows, (lo, lo + b.nbytes, b.id, b.devices[view.rank], b.name,
                               view.shape, view.local.dtype))
         self.starts = [w[0] for w in self.windows]
+
+    def tracks(self, ctx, addr) -> bool:
+        i = bisect_right(self.starts, addr) - 1
+        return i >= 0 and addr < self.windows[i][1]
 
     # ------------------------------------------------------------ the stream
     def after_op(self, ctx, ev) -> None:
@@ -97,7 +103,7 @@ class UnwrittenReads(Sink):
     def local(self, ctx, region, ev) -> None:
         if not isinstance(region, np.ndarray) or region.size == 0 or not self.windows:
             return
-        addr = region.__array_interface__["data"][0]
+        addr = address(region)
         i = bisect_right(self.starts, addr) - 1
         if i < 0 or addr >= self.windows[i][1]:
             return
