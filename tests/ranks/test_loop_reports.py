@@ -9,6 +9,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
+from tilecomm.check.events import ITERATIONS_READ
 from tilecomm.errors import DataRaceError, DeadlockError
 
 from programs_prims import config_for, line_of
@@ -232,3 +233,54 @@ def test_the_filled_rows_read_after_the_count_raise_nothing(n):
     want = np.zeros_like(ys)
     want[1, 0] = xs[0, ROUNDS - 1]
     np.testing.assert_array_equal(ys, want)
+
+
+# The same fill over more rounds than a thread's loop iterations are read for
+# (ITERATIONS_READ of one line between two synchronisations): a race on a row
+# stored in an early round names that round; on a later row, the last round
+# read "or later" -- and its region is that row either way.
+LONG = ITERATIONS_READ + 6
+
+
+@pl.jit.incore
+def fill_long(x: pl.Tensor[[LONG, S], pl.FP32], y: pl.Out[pl.Tensor[[1, S], pl.FP32]],
+              win: pl.InOut[pld.DistributedTensor[[LONG, S], pl.FP32]],
+              row: pl.Scalar[pl.INT32]):
+    me = pld.rank(pld.get_comm_ctx(win))
+    if me == 0:
+        for step in pl.range(LONG):
+            pl.store(pl.load(x, [step, 0], [1, S]), [step, 0], win)  # long-store
+    if me == 1:
+        pl.store(pld.tile.remote_load(win, 0, [row, 0], [1, S]), [0, 0], y)
+    return y
+
+
+@pl.jit
+def fill_long_chip(x: pl.Tensor[[LONG, S], pl.FP32], y: pl.Out[pl.Tensor[[1, S], pl.FP32]],
+                   win: pl.InOut[pld.DistributedTensor[[LONG, S], pl.FP32]],
+                   row: pl.Scalar[pl.INT32]):
+    return fill_long(x, y, win, row)
+
+
+@pl.jit.host
+def fill_long_main(xs: pl.Tensor[[NR, LONG, S], pl.FP32],
+                   ys: pl.Out[pl.Tensor[[NR, 1, S], pl.FP32]], row: pl.Scalar[pl.INT32]):
+    wbuf = pld.alloc_window_buffer([LONG, S], dtype=pl.FP32)
+    for r in pl.range(pld.world_size()):
+        fill_long_chip(xs[r], ys[r], pld.window(wbuf, [LONG, S], dtype=pl.FP32), row, device=r)
+    return ys
+
+
+@pytest.mark.parametrize("row,named", [(5, "step=5"),
+                                       (LONG - 1, f"step={ITERATIONS_READ - 1} or later")])
+def test_a_race_past_the_rounds_read_names_the_last_round_read_or_later(row, named):
+    n = 2
+    xs = np.random.default_rng(3).integers(-9, 10, (n, LONG, S)).astype(np.float32)
+    ys = np.zeros((n, 1, S), np.float32)
+    with pytest.raises(DataRaceError) as ei:
+        fill_long_main(xs, ys, row, config=config_for(n, detect_races=True))
+    store = line_of(fill_long, "long-store")
+    races = [r for r in ei.value.races if r.first.line.endswith(f":{store}")]
+    assert races, str(ei.value)
+    assert {r.first.iteration for r in races} == {named}, str(ei.value)
+    assert f"[{row}:{row + 1}, 0:{S}]" in str(ei.value)

@@ -38,7 +38,11 @@ BASE      (BASE, None, counts): the sequencer's count per stripe when the
 
 ``iteration`` is the iteration of the loops the op was in, as a report
 prints it (``step=2``; "" outside loops; an older log's tuple may end
-before it).
+before it).  A thread reads it for its first ``ITERATIONS_READ`` accesses
+of one line, kind and copy between two of its synchronisations; after them
+an access carries ``(last,)``, the last iteration read (a loop of many
+rounds costs a frame walk per round otherwise, most of a checked run's
+time; a race there is named "``last`` or later", with its exact elements).
 
 Notifies are numbered per stripe of the sequencer, a signal cell's stripe
 being ``stripe_of(cell)``; the numbers of one stripe are consecutive.
@@ -50,13 +54,18 @@ MAIN = "main"
 # (PLAIN, rank, address): its accesses race only with its own rank's
 PLAIN = "tensor"
 
+# a thread's accesses of one line, kind and copy between two of its
+# synchronisations whose loop iteration is read (``iteration`` above)
+ITERATIONS_READ = 64
+
 # stripes of the sequencer (each a ticket lock and a count in the control block)
 SEQ_STRIPES = 64
 
 
 def iteration_of(ev, at: int) -> str:
     """An event's iteration text, at index ``at`` ("" if it has none)."""
-    return ev[at] if len(ev) > at and ev[at] else ""
+    it = ev[at] if len(ev) > at and ev[at] else ""
+    return it if type(it) is str else f"{it[0]} or later"
 
 
 def stripe_of(cell: tuple) -> int:
@@ -119,5 +128,6 @@ def byte_runs(region, base: int, addr: int | None = None) -> tuple:
 
 
 __all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
-           "DONE", "END", "KIND_NAMES", "MAIN", "NOTIFY", "PLAIN", "READ", "SEQ_STRIPES", "SUBMIT",
-           "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates", "iteration_of", "stripe_of"]
+           "DONE", "END", "ITERATIONS_READ", "KIND_NAMES", "MAIN", "NOTIFY", "PLAIN", "READ",
+           "SEQ_STRIPES", "SUBMIT", "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates",
+           "iteration_of", "stripe_of"]

@@ -174,7 +174,9 @@ class _Shadow:
         for it, runs in self.parts:
             if _overlap(runs, common):
                 return it
-        return f"{self.more} or later" if self.more else first
+        if not self.more:
+            return first
+        return self.more if self.more.endswith(" or later") else f"{self.more} or later"
 
     def merge(self, runs, ev=None) -> None:
         it = iteration_of(ev, 10) if ev is not None else ""

@@ -27,6 +27,8 @@ import sys
 
 import numpy as np
 
+from .frames import line_of
+
 # how many (loop, index) pairs a blocked wait publishes (the innermost ones)
 PUBLISHED = 4
 _LOW = 0xFFFFFFFF
@@ -46,7 +48,7 @@ def current(image, depth: int = 1) -> tuple:
     while f is not None:
         if f.f_code.co_filename == fname:
             seen = True
-            ids = line_loops.get(f.f_lineno)
+            ids = line_loops.get(line_of(f))
             if ids:
                 local = f.f_locals
                 part = []

@@ -37,11 +37,11 @@ from bisect import bisect_right, insort
 import numpy as np
 
 from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER, DONE, END,
-                             MAIN, NOTIFY, READ, SUBMIT, WAIT, WRITE, byte_runs, stripe_of)
+                             ITERATIONS_READ, MAIN, NOTIFY, PLAIN, READ, SUBMIT, WAIT, WRITE,
+                             byte_runs, stripe_of)
 from ...collectives import footprints
 from .collective_calls import BUILTIN_PREFIX
 from .deps import Tracker, explicit_ids, inferred_ids
-from ...check.events import PLAIN
 from .argdumps import param_names
 from . import iterations
 from .recorder import Local, Sink
@@ -83,6 +83,9 @@ class RaceLog(Sink):
         # thread -> (window copy, bytes, kind, line) of its accesses since its
         # last synchronisation (``add``)
         self.since: dict = {}
+        # thread -> (window copy, kind, line) -> [iterations read, the last]
+        # since its last synchronisation (``iteration_of``)
+        self.lines_read: dict = {}
         self.events: list = []
         self.lines = SourceLines()
         self.fname = "?"
@@ -97,6 +100,7 @@ class RaceLog(Sink):
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
         self.texts: dict = {}           # loop iteration pairs -> their text (``iteration``)
+        self.sites: dict = {}           # id of a span -> its line, who, the span (``site``)
         # where the sequencer's counts stand as this rank begins (the replay
         # tells this call's notifies from earlier ones with it)
         self.add((BASE, None, control.sequence_counts()))
@@ -107,6 +111,7 @@ class RaceLog(Sink):
         if d.image is not self.lines.image:
             self.texts = {}             # iteration texts of this image, by their pairs
         self.lines.follow(d.image)
+        self.sites = {}                 # a new dispatch name, perhaps a new image's spans
         self.plains = []
         self.scopes = 0
         names = None
@@ -223,12 +228,16 @@ class RaceLog(Sink):
         task, or the kernel outside tasks (and the function it was
         dispatched as, when that is another)."""
         sp = self.lines.span(loc)
-        line = f"{sp.file}:{sp.line}" if sp is not None else "?"
+        got = self.sites.get(id(sp))    # the entry keeps the span: its id stays its own
+        if got is None:
+            line = f"{sp.file}:{sp.line}" if sp is not None else "?"
+            func = getattr(sp, "func", None) or self.fname
+            got = self.sites[id(sp)] = (line, func if func == self.fname else
+                                        f"{func}, dispatched as {self.fname}", sp)
         t = ctx.task
         if t is not None:
-            return (t.tid, ctx.block_idx), t.name, line
-        func = getattr(sp, "func", None) or self.fname
-        return MAIN, func if func == self.fname else f"{func}, dispatched as {self.fname}", line
+            return (t.tid, ctx.block_idx), t.name, got[0]
+        return MAIN, got[1], got[0]
 
     def iteration(self) -> str:
         """The iteration of the loops the op being recorded is in (``step=2``;
@@ -244,6 +253,26 @@ class RaceLog(Sink):
         if got is None:
             got = self.texts[pairs] = iterations.text(image, pairs)
         return got
+
+    def iteration_of(self, thread, event):
+        """The iteration of access ``event`` -- read for the first
+        ``ITERATIONS_READ`` accesses of its line, kind and copy since its
+        thread's last synchronisation, then ``(the last one read,)``
+        (``check/events.py``)."""
+        key = (event[2], event[4], event[6])
+        read = self.lines_read.get(thread)
+        if read is None:
+            read = self.lines_read[thread] = {}
+        got = read.get(key)
+        if got is None:
+            it = self.iteration()
+            read[key] = [1, it]
+            return it
+        if got[0] >= ITERATIONS_READ:
+            return (got[1],)
+        got[0] += 1
+        got[1] = it = self.iteration()
+        return it
 
     def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
         """An access of ``view[idx]`` in member ``peer``'s copy."""
@@ -355,9 +384,10 @@ class RaceLog(Sink):
                 elif len(seen) < SINCE_MAX:
                     seen.add(key)
                 if event[-1] is _ITERATION:       # read off the stack for kept events only
-                    event = event[:-1] + (self.iteration(),)
+                    event = event[:-1] + (self.iteration_of(thread, event),)
             else:
                 self.since.pop(thread, None)
+                self.lines_read.pop(thread, None)
             self.events.append(event)
             if len(self.events) >= SPILL_EVENTS:
                 self._spill()

@@ -29,6 +29,7 @@ import numpy as np
 from ...transport.base import NOTIFY_ADD
 from ...waits import CMP_NAMES
 from .deps import Tracker, explicit_ids, inferred_ids
+from .frames import line_of
 from .recorder import Sink
 
 now = time.perf_counter_ns          # CLOCK_MONOTONIC: one clock for every rank process
@@ -102,9 +103,10 @@ class SourceLines:
             f = f.f_back
         if f is None:
             return None
-        key = -1 - f.f_lineno
+        line = line_of(f)
+        key = -1 - line
         if key not in spans:
-            spans[key] = image.linemap.get(f.f_lineno)
+            spans[key] = image.linemap.get(line)
         return spans[key]
 
 
