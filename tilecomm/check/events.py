@@ -9,9 +9,13 @@ strings and tuples of them, so a rank can write the list as it is.
 
 ========  ==================================================================
 ACCESS    (ACCESS, thread, (buffer id, owner), runs, kind, op, line, who,
-          shape, itemsize, iteration): bytes ``runs`` ((start, end) pairs,
-          sorted) of rank ``owner``'s copy of the buffer, viewed as
-          ``shape`` (a plain tensor's buffer id: ``(PLAIN, rank, address)``)
+          shape, itemsize, iteration, parts): bytes ``runs`` ((start, end)
+          pairs, sorted) of rank ``owner``'s copy of the buffer, viewed as
+          ``shape`` (a plain tensor's buffer id: ``(PLAIN, rank, address)``);
+          the thread's accesses of one copy, kind, op and line between two
+          of its synchronisations are one event, ``runs`` their union and
+          ``parts`` ((iteration, runs), ...) the iteration of each, or None
+          when they were all in one iteration (``iteration``)
 NOTIFY    (NOTIFY, thread, cell, op, value, result, seq, line, who, prev,
           iteration): a notify into ``cell`` = (buffer id, owner, byte
           offset); ``seq`` its place in the cell's modification order,
@@ -47,6 +51,8 @@ time; a race there is named "``last`` or later", with its exact elements).
 Notifies are numbered per stripe of the sequencer, a signal cell's stripe
 being ``stripe_of(cell)``; the numbers of one stripe are consecutive.
 """
+from bisect import bisect_right
+
 ACCESS, NOTIFY, WAIT, COND, SUBMIT, CLOSE, BARRIER, DONE, AFTER, END, DEFER, BASE = range(12)
 
 MAIN = "main"
@@ -66,6 +72,47 @@ def iteration_of(ev, at: int) -> str:
     """An event's iteration text, at index ``at`` ("" if it has none)."""
     it = ev[at] if len(ev) > at and ev[at] else ""
     return it if type(it) is str else f"{it[0]} or later"
+
+
+def parts_of(ev) -> tuple | None:
+    """The ((iteration, runs), ...) of an ACCESS event of several iterations."""
+    return ev[11] if len(ev) > 11 else None
+
+
+def covered(mine: list, runs) -> bool:
+    """Every byte of sorted runs ``runs`` lies in sorted, disjoint ``mine``."""
+    for lo, hi in runs:
+        i = bisect_right(mine, (lo, _END)) - 1
+        if i < 0 or mine[i][1] < hi:
+            return False
+    return True
+
+
+def merge_runs(mine: list, runs) -> None:
+    """``mine`` (sorted, disjoint runs) becomes its union with ``runs``, in
+    place: a loop's accesses element after element cost an append or a
+    bisection each, not a sort of everything so far."""
+    for lo, hi in runs:
+        if not mine or lo >= mine[-1][0]:
+            if mine and lo <= mine[-1][1]:     # the common case: a loop going forward
+                if hi > mine[-1][1]:
+                    mine[-1] = (mine[-1][0], hi)
+            else:
+                mine.append((lo, hi))
+            continue
+        i = bisect_right(mine, (lo, _END))
+        if i and mine[i - 1][1] >= lo:
+            i -= 1
+            lo, hi = mine[i][0], max(hi, mine[i][1])
+        j = i
+        while j < len(mine) and mine[j][0] <= hi:
+            hi = max(hi, mine[j][1])
+            j += 1
+        mine[i:j] = [(lo, hi)]
+
+
+# past every byte: (lo, _END) sorts after each run starting at lo
+_END = float("inf")
 
 
 def stripe_of(cell: tuple) -> int:
@@ -129,5 +176,5 @@ def byte_runs(region, base: int, addr: int | None = None) -> tuple:
 
 __all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
            "DONE", "END", "ITERATIONS_READ", "KIND_NAMES", "MAIN", "NOTIFY", "PLAIN", "READ",
-           "SEQ_STRIPES", "SUBMIT", "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates",
-           "iteration_of", "stripe_of"]
+           "SEQ_STRIPES", "SUBMIT", "SYNC_READ", "WAIT", "WRITE", "byte_runs", "covered",
+           "dominates", "iteration_of", "merge_runs", "parts_of", "stripe_of"]

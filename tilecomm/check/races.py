@@ -38,7 +38,7 @@ from ..waits import CMP_NAMES, holds
 from .needed import Placed, needed
 from .events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, CONFLICTS, DEFER, DONE,
                      END, KIND_NAMES, MAIN, NOTIFY, PLAIN, SUBMIT, SYNC_READ, WAIT, dominates,
-                     iteration_of, stripe_of)
+                     iteration_of, merge_runs, parts_of, stripe_of)
 
 NOTIFY_ADD = native.OP_ADD       # a notify's op code (as transport.base names it)
 MAX_REPORTED = 10       # races listed in a report; the rest are counted
@@ -163,29 +163,30 @@ class _Shadow:
 
     def __init__(self, thread, epoch, kind, runs, ev):
         self.thread, self.epoch, self.kind, self.runs, self.ev = thread, epoch, kind, runs, ev
-        self.parts = None               # [(iteration, runs)] once two iterations merged
+        # [(iteration, runs)] once two iterations merged (an event of a rank
+        # that gathered several brings its own)
+        parts = parts_of(ev)
+        self.parts = list(parts) if parts else None
         self.more = ""                  # the last kept iteration, once parts are full
 
     def iteration(self, common) -> str:
         """The iteration of the access of this record over bytes ``common``."""
-        first = iteration_of(self.ev, 10)
-        if self.parts is None:
-            return first
-        for it, runs in self.parts:
-            if _overlap(runs, common):
-                return it
-        if not self.more:
-            return first
-        return self.more if self.more.endswith(" or later") else f"{self.more} or later"
+        return _iteration_at(iteration_of(self.ev, 10), self.parts, self.more, common)
 
     def merge(self, runs, ev=None) -> None:
-        it = iteration_of(ev, 10) if ev is not None else ""
+        first = iteration_of(self.ev, 10)
         parts = self.parts
-        if parts is None and it != iteration_of(self.ev, 10):
-            parts = self.parts = [(iteration_of(self.ev, 10), tuple(self.runs))]
-        if parts is not None and not self.more:
+        theirs = parts_of(ev) if ev is not None else None
+        if theirs is None:
+            it = iteration_of(ev, 10) if ev is not None else ""
+            theirs = ((it, runs),) if parts is not None or it != first else ()
+        if theirs and parts is None:
+            parts = self.parts = [(first, tuple(self.runs))]
+        for part in theirs:
+            if self.more:
+                break
             if len(parts) < PARTS_MAX:
-                parts.append((it, runs))
+                parts.append(part)
             else:
                 self.more = parts[-1][0]
         mine = self.runs
@@ -193,41 +194,39 @@ class _Shadow:
             mine = self.runs = list(mine)
         if len(runs) > 8:
             self.runs = list(_union(tuple(mine), runs))
-            return
-        for lo, hi in runs:             # a loop's element after element: in place
-            if mine and lo >= mine[-1][0]:
-                last = mine[-1]         # the common case: a loop going forward
-                if lo <= last[1]:
-                    if hi > last[1]:
-                        mine[-1] = (last[0], hi)
-                else:
-                    mine.append((lo, hi))
-                continue
-            i = bisect_right(mine, (lo, _END))
-            if i and mine[i - 1][1] >= lo:
-                i -= 1
-                lo, hi = mine[i][0], max(hi, mine[i][1])
-            j = i
-            while j < len(mine) and mine[j][0] <= hi:
-                hi = max(hi, mine[j][1])
-                j += 1
-            mine[i:j] = [(lo, hi)]
+        else:
+            merge_runs(mine, runs)
 
     def overlap(self, runs) -> list:
         """The bytes of ``runs`` this record also covers (a record of many
         runs -- a loop's element reads -- is searched, not scanned)."""
-        mine = self.runs
-        if len(mine) <= 8:
-            return _overlap(mine, runs)
-        out = []
-        for lo, hi in runs:
-            i = max(bisect_right(mine, (lo, _END)) - 1, 0)
-            while i < len(mine) and mine[i][0] < hi:
-                a, b = max(mine[i][0], lo), min(mine[i][1], hi)
-                if a < b:
-                    out.append((a, b))
-                i += 1
-        return out
+        return _overlap_many(self.runs, runs)
+
+
+def _overlap_many(mine, runs) -> list:
+    if len(mine) <= 8:
+        return _overlap(mine, runs)
+    out = []
+    for lo, hi in runs:
+        i = max(bisect_right(mine, (lo, _END)) - 1, 0)
+        while i < len(mine) and mine[i][0] < hi:
+            a, b = max(mine[i][0], lo), min(mine[i][1], hi)
+            if a < b:
+                out.append((a, b))
+            i += 1
+    return out
+
+
+def _iteration_at(first: str, parts, more: str, common) -> str:
+    """The iteration of the part of an access (or record) over ``common``."""
+    if not parts:
+        return first
+    for it, runs in parts:
+        if _overlap_many(runs, common):
+            return it
+    if not more:
+        return first
+    return more if more.endswith(" or later") else f"{more} or later"
 
 
 # past every byte: (lo, _END) sorts after each run starting at lo
@@ -731,7 +730,8 @@ class _Replay:
 
     def report(self, where, r: _Shadow, t: _Thread, ev, common) -> None:
         first = self.describe(r.thread, r.ev, r.iteration(common))
-        second = self.describe(t, ev, iteration_of(ev, 10))
+        second = self.describe(t, ev, _iteration_at(iteration_of(ev, 10), parts_of(ev), "",
+                                                    common))
         key = (where, frozenset(((first.rank, first.line, first.op),
                                  (second.rank, second.line, second.op))))
         if key in self.found:

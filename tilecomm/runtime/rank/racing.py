@@ -38,7 +38,7 @@ import numpy as np
 
 from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER, DONE, END,
                              ITERATIONS_READ, MAIN, NOTIFY, PLAIN, READ, SUBMIT, WAIT, WRITE,
-                             byte_runs, stripe_of)
+                             byte_runs, covered, merge_runs, stripe_of)
 from ...collectives import footprints
 from .collective_calls import BUILTIN_PREFIX
 from .deps import Tracker, explicit_ids, inferred_ids
@@ -55,9 +55,9 @@ from ...transport.memops import address
 SPILL_EVENTS = 1 << 16
 # an access event's iteration, to read when the event is kept (``add``)
 _ITERATION = object()
-# distinct accesses a thread remembers between two synchronisations, to drop
-# repeats of them (a loop over more regions than this logs the rest in full)
-SINCE_MAX = 4096
+# byte runs one gathered event holds at most (a loop scattering over more
+# goes on in a new event)
+GATHERED_RUNS = 4096
 
 
 class RaceLog(Sink):
@@ -80,12 +80,9 @@ class RaceLog(Sink):
         self.control, self.aborted_exc = control, aborted_exc
         self.path = path
         self.lock = threading.Lock()
-        # thread -> (window copy, bytes, kind, line) of its accesses since its
-        # last synchronisation (``add``)
-        self.since: dict = {}
-        # thread -> (window copy, kind, line) -> [iterations read, the last]
-        # since its last synchronisation (``iteration_of``)
-        self.lines_read: dict = {}
+        # thread -> (window copy, kind, line) -> its accesses of them since
+        # its last synchronisation, one ``Gathered`` per op (``gather``)
+        self.gathered: dict = {}
         self.events: list = []
         self.lines = SourceLines()
         self.fname = "?"
@@ -254,26 +251,6 @@ class RaceLog(Sink):
             got = self.texts[pairs] = iterations.text(image, pairs)
         return got
 
-    def iteration_of(self, thread, event):
-        """The iteration of access ``event`` -- read for the first
-        ``ITERATIONS_READ`` accesses of its line, kind and copy since its
-        thread's last synchronisation, then ``(the last one read,)``
-        (``check/events.py``)."""
-        key = (event[2], event[4], event[6])
-        read = self.lines_read.get(thread)
-        if read is None:
-            read = self.lines_read[thread] = {}
-        got = read.get(key)
-        if got is None:
-            it = self.iteration()
-            read[key] = [1, it]
-            return it
-        if got[0] >= ITERATIONS_READ:
-            return (got[1],)
-        got[0] += 1
-        got[1] = it = self.iteration()
-        return it
-
     def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
         """An access of ``view[idx]`` in member ``peer``'s copy."""
         self.window(view)
@@ -367,30 +344,57 @@ class RaceLog(Sink):
         with self.lock:
             thread = event[1]
             if event[0] == ACCESS:
-                # An access of the same bytes, kind and line as one its thread
-                # made since its last synchronisation (whatever the op) is
-                # dropped: a poll of one element, a loop re-reading one tile,
-                # a call-site load's view read again by the op it feeds.  The
-                # replay would give it the verdicts of the first: no other
-                # thread can learn of the two apart (only a notify, a task's
-                # end or a barrier of this thread publishes its clock), and
-                # this thread acquired nothing between them.
-                seen = self.since.get(thread)
-                key = (event[2], event[3], event[4], event[6])
-                if seen is None:
-                    self.since[thread] = {key}
-                elif key in seen:
-                    return
-                elif len(seen) < SINCE_MAX:
-                    seen.add(key)
-                if event[-1] is _ITERATION:       # read off the stack for kept events only
-                    event = event[:-1] + (self.iteration_of(thread, event),)
-            else:
-                self.since.pop(thread, None)
-                self.lines_read.pop(thread, None)
-            self.events.append(event)
-            if len(self.events) >= SPILL_EVENTS:
-                self._spill()
+                self.gather(thread, event)
+                return
+            # the thread synchronises: what it gathered goes first
+            gathered = self.gathered.pop(thread, None)
+            if gathered:
+                for same in gathered.values():
+                    for g in same:
+                        self.append(g.event())
+            self.append(event)
+
+    def gather(self, thread, event: tuple) -> None:
+        """Join access ``event`` to the thread's accesses of its copy, kind,
+        op and line since its last synchronisation (one event, ``Gathered``).
+        The replay would make them one record anyway: no other thread can
+        tell them apart (only a notify, a task's end or a barrier of this
+        thread publishes its clock), and this thread acquired nothing
+        between them.  An access within bytes already gathered adds
+        nothing (a poll of one element, a loop re-reading one tile, a
+        call-site load's view read again by the op it feeds)."""
+        mine = self.gathered.get(thread)
+        if mine is None:
+            mine = self.gathered[thread] = {}
+        # by copy, kind and line: a repeat by another op of the line (the
+        # op a call-site load feeds) is a repeat too
+        key = (event[2], event[4], event[6])
+        same = mine.get(key)
+        if same is None:
+            same = mine[key] = []
+        runs, op = event[3], event[5]
+        g = None
+        for h in same:
+            if covered(h.runs, runs):
+                return
+            if h.first[5] == op:
+                g = h
+        if g is None:
+            same.append(Gathered(event, self.iteration() if event[10] is _ITERATION
+                                 else event[10]))
+            return
+        if g.reads < ITERATIONS_READ:
+            g.add(runs, self.iteration() if event[10] is _ITERATION else event[10])
+        else:
+            g.add_later(runs)
+        if len(g.runs) >= GATHERED_RUNS:        # bounded: on as a new event
+            same.remove(g)
+            self.append(g.event())
+
+    def append(self, event: tuple) -> None:
+        self.events.append(event)
+        if len(self.events) >= SPILL_EVENTS:
+            self._spill()
 
     def _spill(self) -> None:
         with open(self.path, "ab") as f:
@@ -401,9 +405,49 @@ class RaceLog(Sink):
         """The run ended on this rank: the rest of the events, then the names
         of the windows they name."""
         with self.lock:
+            for gathered in self.gathered.values():
+                for same in gathered.values():
+                    self.events.extend(g.event() for g in same)
+            self.gathered = {}
             self._spill()
             with open(self.path, "ab") as f:
                 pickle.dump(self.names, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class Gathered:
+    """A thread's accesses of one copy, kind, op and line since its last
+    synchronisation, to be logged as one ACCESS event (``check/events.py``):
+    the union of their bytes, and each one's iteration for the first
+    ``ITERATIONS_READ`` (then "<the last read> or later": reading it is a
+    frame walk per access, most of what a checked loop would cost)."""
+
+    __slots__ = ("first", "runs", "parts", "reads", "later")
+
+    def __init__(self, event: tuple, iteration):
+        self.first = event[:10] + (iteration,)
+        self.runs = list(event[3])
+        self.parts = [(iteration, event[3])]
+        self.reads = 1
+        self.later = None               # the bytes of the accesses past the reads
+
+    def add(self, runs, iteration) -> None:
+        merge_runs(self.runs, runs)
+        self.parts.append((iteration, runs))
+        self.reads += 1
+
+    def add_later(self, runs) -> None:
+        merge_runs(self.runs, runs)
+        if self.later is None:
+            self.later = []
+        merge_runs(self.later, runs)
+
+    def event(self) -> tuple:
+        first, parts = self.first, self.parts
+        if self.later is not None:
+            parts.append((f"{parts[-1][0]} or later", tuple(self.later)))
+        several = any(p[0] != first[10] for p in parts)
+        return first[:3] + (tuple(self.runs),) + first[4:] + \
+            ((tuple(parts) if several else None),)
 
 
 class LogFile:
