@@ -11,9 +11,10 @@ controller replays the ranks' logs after the call (``check/races.py``).
 
 Each access, notify and wait carries the iteration of the loops it is in
 (``iteration``, read off the lowered frames: ``iterations.py``), so a
-report says which round of a ``pl.range`` loop raced; it is not part of
-what makes two accesses the same (``add``): a repeat on the same bytes
-keeps its first iteration, which races as the repeat does.
+report says which round of a ``pl.range`` loop raced.  Accesses gathered
+into one event keep theirs per access (``Gathered``: the first
+``ITERATIONS_READ``, then "or later"); a repeat within bytes already
+gathered keeps the first one's, which races as the repeat does.
 
 The modification order comes from the control plane's sequencer: a notify
 runs under its cell's stripe lock and takes the next number there
@@ -53,7 +54,7 @@ from ...transport.memops import address
 # events a rank keeps in memory before it appends them to its log file
 # (~300 bytes each in memory, ~35 on disk)
 SPILL_EVENTS = 1 << 16
-# an access event's iteration, to read when the event is kept (``add``)
+# an access event's iteration, to read when the event is kept (``gather``)
 _ITERATION = object()
 # byte runs one gathered event holds at most (a loop scattering over more
 # goes on in a new event)
@@ -64,9 +65,8 @@ class RaceLog(Sink):
     """A rank's events of one race-checking run, appended from every thread
     of the rank (under ``lock``) and written to ``path`` in chunks of
     ``SPILL_EVENTS``, so a long call holds a bounded part of them in memory.
-    An access its thread already made since its last synchronisation (a
-    poll, a loop reading one tile, a view read again by the op it feeds) is
-    kept once (``add``).
+    A thread's accesses of one copy, kind and line since its last
+    synchronisation are gathered into one event (``gather``).
 
     As a sink it comes last on the stream (``ORDER``): it runs a notify's
     signal itself, under its cell's sequencer lock, after every other sink
