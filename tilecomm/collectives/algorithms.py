@@ -192,6 +192,22 @@ class Steps:
             bar.finish()
 
 
+    def issue(self, *args):
+        """The split-phase form of ``run`` (``defer=True``), for a call of one
+        lane whose work all comes before its only barrier generation
+        (allgather, all_to_all, barrier): enter, the work, this rank's
+        arrivals.  Returns the barrier; its ``arrive`` result is what the
+        caller must see before the call is complete, and its ``finish`` (the
+        epilogue) must run once it has."""
+        (bar, work), = self.lanes
+        if len(work) != 1:
+            raise AssertionError("issue() needs a call of one barrier generation")
+        bar.enter()
+        if work[0] is not None:
+            work[0](*args)
+        return bar
+
+
 class AllreduceSteps:
     """An allreduce call: per lane, the ready barrier, this rank's slice reduced
     into every copy, the done barrier, the epilogue (written out: this is the
@@ -325,6 +341,29 @@ def allgather(link, local_data, target, signal, loc, host):
             ALLGATHER, _same_row_for_all, link, local_data, target, signal, loc, host).run(
         _local(local_data))
     return target
+
+
+def issue_allgather(link, local_data, target, signal, loc):
+    """``allgather(..., defer=True)`` in a kernel: the rows go out and this
+    rank arrives; returns (the barrier, the conditions left to see)."""
+    bar = _cached(target, ("allgather", loc, signal), _exchange_plan, "pld.tensor.allgather",
+                  ALLGATHER, _same_row_for_all, link, local_data, target, signal, loc,
+                  False).issue(_local(local_data))
+    return bar, bar.arrive(0)
+
+
+def issue_all_to_all(link, input, target, signal, loc):
+    """``all_to_all(..., defer=True)`` in a kernel (as ``issue_allgather``)."""
+    bar = _cached(target, ("all_to_all", loc, signal), _exchange_plan, "pld.tensor.all_to_all",
+                  ALL_TO_ALL, _row_per_member, link, input, target, signal, loc,
+                  False).issue(_local(input))
+    return bar, bar.arrive(0)
+
+
+def issue_barrier(link, signal, loc):
+    """``barrier(..., defer=True)`` in a kernel (as ``issue_allgather``)."""
+    bar = _cached(signal, ("barrier", loc), _barrier_plan, link, signal, loc).issue()
+    return bar, bar.arrive(0)
 
 
 def all_to_all(link, input, target, signal, loc, host):

@@ -91,7 +91,7 @@ class CreditBarrier:
 
     __slots__ = ("link", "signal", "me", "peers", "gens", "epilogue", "first", "coll", "loc",
                  "op", "_add", "_try", "_read", "_arrive", "spin", "_enter", "_count", "bid",
-                 "devices", "later")
+                 "devices", "later", "outs")
 
     def __init__(self, link: RankLink, signal, op: str, coll: int, loc: int, generations: int,
                  *, lane: int = 0, ring: bool = False):
@@ -114,6 +114,7 @@ class CreditBarrier:
         # per generation: (my cell in each peer's copy, [(peer's cell in mine,
         # its offsets, the peer)], threshold)
         self.gens = []
+        self.outs = []                  # per generation: my cell in each peer's copy
         for g in range(1, generations + 1):
             if ring:
                 # generation g has row g-1 to itself: threshold 1 every time
@@ -124,6 +125,7 @@ class CreditBarrier:
             out = [link.cell_of(signal, p, mine, op) for p in self.peers]
             inc = [(link.cell_of(signal, me, o, op), o, s) for o, s in zip(theirs, self.peers)]
             group = t.signal_group(out, [c for c, _, _ in inc])
+            self.outs.append(out)
             self.gens.append((group, inc, need))
         self.first = self.gens[0][1] if self.gens else []
         if ring:
@@ -162,6 +164,25 @@ class CreditBarrier:
             for c, offs, src in inc[i:]:
                 if not try_wait(c, CMP_GE, need, 0):
                     self._block(c, offs, src, need, g + 1)
+
+    def arrive(self, g: int) -> list:
+        """The split-phase form of ``sync(g)`` (a ``defer=True`` call): this
+        rank's arrivals only.  Returns what the caller must still see before
+        the call is complete -- ``(cell, threshold, offsets, src)`` per peer --
+        which the rank registers as deferred conditions of its task instead
+        of spinning; ``finish`` then runs when they all hold.  The credit
+        argument above is unchanged: the arrivals and the thresholds are
+        those of ``sync``, only the waiting moved out of the kernel, and the
+        epilogue still runs after every arrival of this call has been seen
+        (and before anything ordered after the call, such as the next call
+        on this signal, can start)."""
+        add = self._add
+        for c in self.outs[g]:
+            # the payload this call wrote is complete before this add returns
+            # (each transport's signal publishes what the rank wrote before it)
+            add(c, NOTIFY_ADD, 1)
+        _, inc, need = self.gens[g]
+        return [(c, need, offs, src) for c, offs, src in inc]
 
     def finish(self) -> None:
         """The epilogue: take this call's credits back out of my own cells."""

@@ -58,7 +58,7 @@ class TaskAbort(BaseException):
 
 class Task:
     __slots__ = ("tid", "fn", "args", "name", "loc", "blocks", "left", "pending", "preds",
-                 "dependents", "state", "waiter", "conds", "accesses")
+                 "dependents", "state", "waiter", "conds", "accesses", "after")
 
     def __init__(self, tid, fn, args, name, loc, blocks, waiter):
         self.tid = tid
@@ -74,6 +74,9 @@ class Task:
         self.state = QUEUED
         self.waiter = waiter
         self.conds = []                 # (cell, expected, WaitRecord) of defer_wait
+        # what completing the TaskId runs before its dependents are released
+        # (a defer=True collective's epilogue)
+        self.after = ()
         self.accesses = []
 
 
@@ -367,6 +370,12 @@ class Scheduler:
         return held
 
     def _complete(self, t):
+        for f in t.after:
+            try:
+                f()
+            except BaseException as exc:     # reported by the orchestrating thread
+                exc.task_name, exc.task_loc = t.name, t.loc
+                self._failed(exc)
         t.state = DONE
         t.fn = t.args = None
         self.live.pop(t.tid, None)

