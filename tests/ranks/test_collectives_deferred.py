@@ -118,3 +118,19 @@ def test_deferred_collectives_match_numpy(n, flag):
     args, outs = gather_args(n, 9100 + n, flag)
     gather_main(*args, *outs, config=config_for(n))
     check_gather(args, outs)
+
+
+@pytest.mark.parametrize("n", WORLD_SIZES)
+@pytest.mark.parametrize("reset", [False, True])
+def test_a_prepared_worker_with_kept_windows(n, reset):
+    """Repeated calls of a prepared worker on persistent windows: with the
+    windows kept as they are between calls (reset=False) each call starts on
+    the signal the previous call's epilogues cleared."""
+    args, outs = gather_args(n, 9300 + n, 1)
+    compiled = gather_main.compile(*args, *outs, config=config_for(n))
+    with compiled.prepare(persistent=True, reset_persistent_windows=reset) as rt:
+        for call in range(4):
+            args, outs = gather_args(n, 9400 + 10 * n + call, call % 2)
+            rt(*args, *outs)
+            check_gather(args, outs)
+        assert rt.persistent_domains == 4       # t1, t2, t3, sig: allocated once, kept
