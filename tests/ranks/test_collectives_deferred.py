@@ -41,16 +41,18 @@ def gather_chip(x: ROW, x2: ROW, rows: ROWS, flag: pl.Tensor[[1, 1], INT32],
             t1 = pld.tensor.allgather(x, t1, sig, defer=True)
         with pl.at(level=pl.Level.CORE_GROUP, name_hint="independent"):
             side = pl.store(pl.mul(pl.load(x, [0, 0], [1, S]), 2.0), [0, 0], side)
-        with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume", deps=[g1]):
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume", deps=[g1]) as c1:
             out = pl.store(pl.load(t1, [0, 0], [NR, S]), [0, 0, 0], out)
         # back to back on the same signal: the second issues after the first
-        # completed (its epilogue cleared the cells)
-        with pl.at(level=pl.Level.CORE_GROUP, name_hint="gather2", deps=[g1]) as g2:
+        # completed (its epilogue cleared the cells), and after this rank's
+        # reader of t1 -- so once it completes every rank has read its t1
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="gather2", deps=[g1, c1]) as g2:
             t2 = pld.tensor.allgather(x2, t2, sig, defer=True)
         # all_to_all, deferred, after that
         with pl.at(level=pl.Level.CORE_GROUP, name_hint="a2a", deps=[g2]) as g3:
             t3 = pld.tensor.all_to_all(rows, t3, sig, defer=True)
-        # a deferred call in each arm of a rank-uniform if
+        # a deferred call in each arm of a rank-uniform if, into t1 again:
+        # after every rank's first reader of t1 (through g2's barrier)
         with pl.at(level=pl.Level.CORE_GROUP, name_hint="branch", deps=[g3]) as g4:
             f: pl.Scalar[INT32] = pl.read(flag, [0, 0])
             if f > 0:
@@ -134,3 +136,13 @@ def test_a_prepared_worker_with_kept_windows(n, reset):
             rt(*args, *outs)
             check_gather(args, outs)
         assert rt.persistent_domains == 4       # t1, t2, t3, sig: allocated once, kept
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_program_is_race_free(n):
+    """Every reader above is ordered after the deferred call it reads (and
+    the second gather into t1 after the first one's reader): the race check
+    finds nothing."""
+    args, outs = gather_args(n, 9500 + n, 0)
+    gather_main(*args, *outs, config=config_for(n, detect_races=True))
+    check_gather(args, outs)

@@ -339,7 +339,10 @@ class Scheduler:
             self._wake_core()
 
     def _body_done(self, t):
-        if t.conds and not self._all_hold(t, t.conds):
+        # a task with an epilogue (a defer=True collective) always goes to a
+        # watcher: the epilogue's signal adds run there, outside the lock (an
+        # explored run steps them like any other signal operation)
+        if t.conds and (t.after or not self._all_hold(t, t.conds)):
             t.state = DEFERRED
             if self.claim:               # a watcher ran the body: it watches it next
                 self.claim = 0
@@ -370,12 +373,12 @@ class Scheduler:
         return held
 
     def _complete(self, t):
-        for f in t.after:
-            try:
+        if t.after:
+            # a defer=True collective on a domain of one rank: nothing to wait
+            # for, an epilogue with no cells
+            after, t.after = t.after, ()
+            for f in after:
                 f()
-            except BaseException as exc:     # reported by the orchestrating thread
-                exc.task_name, exc.task_loc = t.name, t.loc
-                self._failed(exc)
         t.state = DONE
         t.fn = t.args = None
         self.live.pop(t.tid, None)
@@ -554,6 +557,11 @@ class Scheduler:
                     for i, (cell, expected, record) in enumerate(t.conds):
                         agent.cond = i
                         ctx.wait_cell(cell, CMP_GE_U, expected, record)
+                    # every condition holds: the epilogue, before the TaskId
+                    # completes and releases anything ordered after it
+                    after, t.after = t.after, ()
+                    for f in after:
+                        f()
                     exc = None
                 except BaseException as e:
                     exc = e
