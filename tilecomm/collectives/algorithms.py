@@ -426,6 +426,15 @@ def all_to_all_v(link, input, target, signal, send_counts, recv_counts, core_num
     return target
 
 
+def issue_all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc):
+    """``all_to_all_v(..., defer=True)`` in a kernel (as ``issue_allgather``;
+    the counts are published with their rows, before this rank's arrival)."""
+    bar = _cached(target, ("all_to_all_v", loc, signal, recv_counts), _all_to_all_v_plan,
+                  link, input, target, signal, send_counts, recv_counts, 1, loc, False).issue(
+        _local(input), _local(send_counts))
+    return bar, bar.arrive(0)
+
+
 def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, core_num, loc,
                        host):
     name = "pld.tensor.all_to_all_v"

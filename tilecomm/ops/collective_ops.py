@@ -455,10 +455,11 @@ def _all_to_all(c):
 
 # ------------------------------------------------------------------ all_to_all_v
 @op("pld.tensor.all_to_all_v", where=WHERE, kernel=RankContext.all_to_all_v,
-    host=HostRuntime.all_to_all_v, effects=EFFECTS, static=("core_num",), collective=True,
-    raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220", "TC221",
-            "TC222", "TC225", "TC226", "TC311", "TC502", "TC503", "TC507"))
-def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1):
+    host=HostRuntime.all_to_all_v, effects=EFFECTS, static=("core_num", "defer"),
+    collective=True,
+    raises=("TC101", "TC102", "TC105", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220",
+            "TC221", "TC222", "TC225", "TC226", "TC311", "TC332", "TC502", "TC503", "TC507"))
+def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1, defer=False):
     """Variable all-to-all over flat ``[NR*MAX_RECV, SIZE]`` layouts: the first
     ``send_counts[dest]`` rows (clamped to ``[0, MAX_RECV]``) of block ``dest``
     of ``input`` go to block ``src`` of rank ``dest``'s ``target``, whose
@@ -466,11 +467,13 @@ def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1)
     count.  In a HOST orchestrator ``core_num`` (L) asks for that many AIV
     blocks; the call launches ``B = L`` if ``L < NR``, else ``(L // NR) * NR``,
     and the signal ``[NR, stride]`` needs ``stride >= B`` (checked when the
-    call runs).  In a kernel ``core_num`` is 1."""
+    call runs).  In a kernel ``core_num`` is 1.  ``defer=True``: as for
+    allgather (the counts land with the rows)."""
 
 
 @all_to_all_v.rule
 def _all_to_all_v(c):
+    _defer_rule(c)
     i = _data_operand(c, "input", "input")
     t = _window(c, "target", "target")
     s = _signal(c)

@@ -91,7 +91,12 @@ class RankCollectives(RankLink):
         return A.all_to_all(self, input, target, signal, _loc, False)
 
     def all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
-                     _loc=-1):
+                     defer=False, _loc=-1):
+        if defer:
+            self._deferred(A.issue_all_to_all_v(self, input, target, signal, send_counts,
+                                                recv_counts, _loc),
+                           signal, A.ALL_TO_ALL_V, _loc)
+            return target
         return A.all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
                               _loc, False)
 
@@ -142,7 +147,7 @@ class HostCollectives:
         return self._builtin("all_to_all", target, (input, target, signal), _loc)
 
     def all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
-                     _loc=-1):
+                     defer=False, _loc=-1):
         return self._builtin("all_to_all_v", target,
                              (input, target, signal, send_counts, recv_counts, core_num), _loc)
 
