@@ -138,16 +138,6 @@ def test_a_prepared_worker_with_kept_windows(n, reset):
         assert rt.persistent_domains == 4       # t1, t2, t3, sig: allocated once, kept
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_the_program_is_race_free(n):
-    """Every reader above is ordered after the deferred call it reads (and
-    the second gather into t1 after the first one's reader): the race check
-    finds nothing."""
-    args, outs = gather_args(n, 9500 + n, 0)
-    gather_main(*args, *outs, config=config_for(n, detect_races=True))
-    check_gather(args, outs)
-
-
 # --------------------------------------------------------------- all_to_all_v
 CAP = 3                          # MAX_RECV rows per source
 
@@ -209,3 +199,49 @@ def test_deferred_all_to_all_v(n):
     # read after the TaskId completed: the epilogue has cleared this rank's
     # cells, and a peer's next call could only pre-credit by one (none comes)
     np.testing.assert_array_equal(cells, 0)
+
+
+# --------------------------------------------------------------- broadcast
+ONE = pl.InOut[pld.DistributedTensor[[1, S], FP32]]
+
+
+@pl.jit
+def bcast_chip(x: ROW, y: pl.Out[pl.Tensor[[2, S], FP32]], t: ONE, sig: SIG):
+    with pl.manual_scope():
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="stage") as s0:
+            if pld.rank(pld.get_comm_ctx(t)) == 0:
+                t = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], t)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="bcast", deps=[s0]) as g1:
+            t = pld.tensor.broadcast(t, sig, root=0, defer=True)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="read", deps=[g1]) as c1:
+            y = pl.store(pl.load(t, [0, 0], [1, S]), [0, 0], y)
+        # every rank (the root too) overwrites its copy once it has read it and
+        # broadcasts again: the root's copy is not read by a slow peer any more
+        # once its TaskId completed
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="restage", deps=[c1]) as s1:
+            t = pl.store(pl.mul(pl.load(x, [0, 0], [1, S]), 3.0), [0, 0], t)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="bcast2", deps=[s1]) as g2:
+            t = pld.tensor.broadcast(t, sig, root=0, defer=True)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="read2", deps=[g2]):
+            y = pl.store(pl.load(t, [0, 0], [1, S]), [1, 0], y)
+    return y
+
+
+@pl.jit.host
+def bcast_main(xs: pl.Tensor[[NR, 1, S], FP32], ys: pl.Out[pl.Tensor[[NR, 2, S], FP32]]):
+    t = pld.alloc_window_buffer([1, S], dtype=FP32)
+    sig = pld.alloc_window_buffer([NR, 1], dtype=INT32)
+    for r in pl.range(pld.world_size()):
+        bcast_chip(xs[r], ys[r], pld.window(t, [1, S], dtype=FP32),
+                   pld.window(sig, [NR, 1], dtype=INT32), device=r)
+    return ys
+
+
+@pytest.mark.parametrize("n", WORLD_SIZES)
+def test_deferred_broadcast(n):
+    xs = np.random.default_rng(9700 + n).standard_normal((n, 1, S)).astype(np.float32)
+    ys = np.full((n, 2, S), np.nan, np.float32)
+    bcast_main(xs, ys, config=config_for(n))
+    for r in range(n):
+        np.testing.assert_array_equal(ys[r, 0], xs[0, 0], f"rank {r}")
+        np.testing.assert_array_equal(ys[r, 1], 3 * xs[0, 0], f"rank {r}")

@@ -14,6 +14,7 @@ import tilecomm.language as pl
 import tilecomm.language.distributed as pld
 from conftest import config_for
 from tilecomm.errors import DataRaceError
+from test_collectives_deferred import check_gather, gather_args, gather_main
 
 NR = pl.dynamic("NR")
 SZ = 32
@@ -130,3 +131,13 @@ def test_overwriting_the_target_without_the_dependency_races(n):
     call, write = line_of("ow-call"), line_of("ow-write")
     want_pairs = {frozenset({((r + 1) % n, call), (r, write)}) for r in range(n)}
     assert want_pairs & _pairs(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_numpy_test_program_is_race_free(n):
+    """Every reader of test_collectives_deferred's program is ordered after
+    the deferred call it reads (and the second gather into t1 after every
+    rank's reader of the first): the race check finds nothing."""
+    args, outs = gather_args(n, 9500 + n, 0)
+    gather_main(*args, *outs, config=config_for(n, detect_races=True))
+    check_gather(args, outs)

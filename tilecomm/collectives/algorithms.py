@@ -301,6 +301,21 @@ def broadcast(link, target, signal, root, loc, host):
     return target
 
 
+def issue_broadcast(link, target, signal, root, loc):
+    """``broadcast(..., defer=True)`` in a kernel: this rank arrives at the
+    first generation (the root's data is staged) and returns; once every
+    rank has, a non-root copies the root's data and arrives at the second,
+    and once every rank has done that the call is complete -- the same two
+    generations as the blocking call, so the root may overwrite its copy as
+    soon as its TaskId completes.  Returns (the barrier, the first
+    generation's conditions, the work before the second)."""
+    steps = _cached(target, ("broadcast", loc, signal), _broadcast_plan,
+                    link, target, signal, root, loc)
+    (bar, work), = steps.lanes
+    bar.enter()
+    return bar, bar.arrive(0), work[1]
+
+
 def _broadcast_plan(link, target, signal, root, loc):
     name = "pld.tensor.broadcast"
     _check_domain(name, signal, target)

@@ -325,16 +325,19 @@ def _barrier(c):
 
 # ------------------------------------------------------------------ broadcast
 @op("pld.tensor.broadcast", where=WHERE, kernel=RankContext.broadcast,
-    host=HostRuntime.broadcast, effects=EFFECTS, static=("root",), collective=True,
+    host=HostRuntime.broadcast, effects=EFFECTS, static=("root", "defer"), collective=True,
     raises=("TC101", "TC105", "TC204", "TC215", "TC216", "TC220", "TC221", "TC224", "TC225",
-            "TC226", "TC501", "TC502", "TC503", "TC507"))
-def broadcast(target, signal, *, root):
+            "TC226", "TC332", "TC501", "TC502", "TC503", "TC507"))
+def broadcast(target, signal, *, root, defer=False):
     """Every rank's ``target`` becomes a copy of rank ``root``'s ``target`` as
-    staged before the call."""
+    staged before the call.  ``defer=True`` (in a pl.at task): the call only
+    arrives; the copy is made while the task's TaskId is pending, and the
+    TaskId completes once every rank has its copy."""
 
 
 @broadcast.rule
 def _broadcast(c):
+    _defer_rule(c)
     t = _window(c, "target", "target")
     s = _signal(c)
     root = c.const("root")

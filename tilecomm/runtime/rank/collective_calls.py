@@ -70,7 +70,11 @@ class RankCollectives(RankLink):
             return signal
         return A.barrier(self, signal, _loc, False)
 
-    def broadcast(self, target, signal, root, _loc=-1):
+    def broadcast(self, target, signal, root, defer=False, _loc=-1):
+        if defer:
+            self._deferred(A.issue_broadcast(self, target, signal, root, _loc), signal,
+                           A.BROADCAST, _loc)
+            return target
         return A.broadcast(self, target, signal, root, _loc, False)
 
     def allgather(self, local_data, target, signal, defer=False, _loc=-1):
@@ -114,13 +118,29 @@ class RankCollectives(RankLink):
             # the compiler admits defer=True only in a pl.at task body
             raise RuntimeFault("a defer=True collective ran outside a pl.at task",
                                code="TC503")
-        bar, conds = issued
-        for cell, need, offs, src in conds:
-            flat = int(np.ravel_multi_index(offs, signal.shape))
-            record = C.WaitRecord(signal.buffer.id, flat, CMP_GE_U, int(need), loc, src,
-                                  self.func_id, signal.shape[-1], len(signal.shape), coll, 1)
-            t.conds.append((cell, int(need), record))
-        t.after = (*t.after, bar.finish)
+        bar, conds, *later = issued
+        func = self.func_id
+
+        def records(conds, gen):
+            out = []
+            for cell, need, offs, src in conds:
+                flat = int(np.ravel_multi_index(offs, signal.shape))
+                out.append((cell, int(need), C.WaitRecord(
+                    signal.buffer.id, flat, CMP_GE_U, int(need), loc, src, func,
+                    signal.shape[-1], len(signal.shape), coll, gen)))
+            return out
+
+        def stage(work, gen):
+            # the work between generations gen - 1 and gen, then this rank's
+            # arrivals at gen: what the watcher waits for next
+            def run():
+                if work is not None:
+                    work()
+                return records(bar.arrive(gen - 1), gen)
+            return run
+
+        t.conds.extend(records(conds, 1))
+        t.after = (*t.after, *(stage(w, g) for g, w in enumerate(later, 2)), bar.finish)
 
 
 class HostCollectives:
@@ -134,7 +154,7 @@ class HostCollectives:
     def barrier(self, signal, defer=False, _loc=-1):
         return self._builtin("barrier", signal, (signal,), _loc)
 
-    def broadcast(self, target, signal, root, _loc=-1):
+    def broadcast(self, target, signal, root, defer=False, _loc=-1):
         return self._builtin("broadcast", target, (target, signal, root), _loc)
 
     def allgather(self, local_data, target, signal, defer=False, _loc=-1):

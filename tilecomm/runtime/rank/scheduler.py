@@ -375,10 +375,10 @@ class Scheduler:
     def _complete(self, t):
         if t.after:
             # a defer=True collective on a domain of one rank: nothing to wait
-            # for, an epilogue with no cells
+            # for, steps and an epilogue with no cells
             after, t.after = t.after, ()
-            for f in after:
-                f()
+            for step in after:
+                step()
         t.state = DONE
         t.fn = t.args = None
         self.live.pop(t.tid, None)
@@ -554,14 +554,23 @@ class Scheduler:
                 ctx.func_id, ctx.image = self.rc.func_id, self.rc.image
                 lock.release()
                 try:
-                    for i, (cell, expected, record) in enumerate(t.conds):
-                        agent.cond = i
-                        ctx.wait_cell(cell, CMP_GE_U, expected, record)
-                    # every condition holds: the epilogue, before the TaskId
-                    # completes and releases anything ordered after it
-                    after, t.after = t.after, ()
-                    for f in after:
-                        f()
+                    conds = t.conds
+                    while True:
+                        for i, (cell, expected, record) in enumerate(conds):
+                            agent.cond = i
+                            ctx.wait_cell(cell, CMP_GE_U, expected, record)
+                        # every condition holds: the next step of the task's
+                        # completion (a defer=True collective's work after a
+                        # barrier generation, or its epilogue), before the
+                        # TaskId completes and releases anything ordered
+                        # after it.  A step may leave conditions of its own.
+                        if not t.after:
+                            break
+                        step, t.after = t.after[0], t.after[1:]
+                        conds = step() or ()
+                        if conds:
+                            with lock:           # a snapshot reads them under the lock
+                                t.conds, agent.cond = conds, 0
                     exc = None
                 except BaseException as e:
                     exc = e
