@@ -16,6 +16,7 @@ import pytest
 
 import tilecomm.language as pl
 import tilecomm.language.distributed as pld
+from tilecomm.errors import RankFailure
 
 from programs_prims import WORLD_SIZES, config_for
 
@@ -245,3 +246,41 @@ def test_deferred_broadcast(n):
     for r in range(n):
         np.testing.assert_array_equal(ys[r, 0], xs[0, 0], f"rank {r}")
         np.testing.assert_array_equal(ys[r, 1], 3 * xs[0, 0], f"rank {r}")
+
+
+# --------------------------------------------------------------- unordered calls
+@pl.jit
+def unordered_chip(x: ROW, t1: TGT, t2: TGT, sig: SIG):
+    # rank 0 issues two deferred gathers on one signal with nothing ordering
+    # the second after the first; the other ranks never join, so the first
+    # is still pending when the second starts, whatever the timing
+    with pl.manual_scope():
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="first"):
+            if pld.rank(pld.get_comm_ctx(sig)) == 0:
+                t1 = pld.tensor.allgather(x, t1, sig, defer=True)
+        with pl.at(level=pl.Level.CORE_GROUP, name_hint="second"):
+            if pld.rank(pld.get_comm_ctx(sig)) == 0:
+                t2 = pld.tensor.allgather(x, t2, sig, defer=True)
+    return t2
+
+
+@pl.jit.host
+def unordered_main(x: pl.Tensor[[NR, 1, S], FP32]):
+    t1 = pld.alloc_window_buffer([NR, S], dtype=FP32)
+    t2 = pld.alloc_window_buffer([NR, S], dtype=FP32)
+    sig = pld.alloc_window_buffer([NR, 1], dtype=INT32)
+    for r in pl.range(pld.world_size()):
+        unordered_chip(x[r], pld.window(t1, [NR, S], dtype=FP32),
+                       pld.window(t2, [NR, S], dtype=FP32),
+                       pld.window(sig, [NR, 1], dtype=INT32), device=r)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_second_call_on_a_signal_with_a_deferred_call_pending_is_refused(n):
+    with pytest.raises(RankFailure) as ei:
+        # one core: the two tasks run one after the other
+        unordered_main(np.zeros((n, 1, S), np.float32), config=config_for(n, cores=1))
+    e = ei.value
+    assert e.error_code == "TC507", e
+    assert "while a defer=True collective on that signal is still pending" in str(e), e
+    assert "in task 'second'" in str(e), e

@@ -202,7 +202,7 @@ class Steps:
         (bar, work), = self.lanes
         if len(work) != 1:
             raise AssertionError("issue() needs a call of one barrier generation")
-        bar.enter()
+        bar.enter_deferred()
         if work[0] is not None:
             work[0](*args)
         return bar
@@ -312,7 +312,7 @@ def issue_broadcast(link, target, signal, root, loc):
     steps = _cached(target, ("broadcast", loc, signal), _broadcast_plan,
                     link, target, signal, root, loc)
     (bar, work), = steps.lanes
-    bar.enter()
+    bar.enter_deferred()
     return bar, bar.arrive(0), work[1]
 
 

@@ -140,7 +140,8 @@ class RankCollectives(RankLink):
             return run
 
         t.conds.extend(records(conds, 1))
-        t.after = (*t.after, *(stage(w, g) for g, w in enumerate(later, 2)), bar.finish)
+        t.after = (*t.after, *(stage(w, g) for g, w in enumerate(later, 2)),
+                   bar.finish_deferred)
 
 
 class HostCollectives:
