@@ -1550,6 +1550,14 @@ def chip_defer_collective_not_bool(x: X, y: Y, win: WIN, sig: SIG):
     return y
 
 
+@pl.jit
+def chip_defer_collective_and_wait(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)  # E:TC332
+        pld.tensor.barrier(sig, defer=True)
+    return y
+
+
 @pl.jit.host
 def host_defer_collective(xs: XS, ys: YS):
     sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)

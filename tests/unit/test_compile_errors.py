@@ -399,6 +399,8 @@ CASES += [
     (B.chip_defer_collective_in_expr, "TC332", SYNTAX, "pld.tensor.all_to_all(",
      ["statement of its own"]),
     (B.chip_defer_collective_not_bool, "TC105", TYPE, "1)", ["True or False", "got 1"]),
+    (B.chip_defer_collective_and_wait, "TC332", SYNTAX, "pld.system.defer_wait(",
+     ["cannot also register pld.system.defer_wait"]),
     (B.host_defer_collective, "TC332", VALUE, "True", ["HOST builtin", "TaskId"]),
     (B.host_block_idx, "TC301", SYNTAX, "pl.get_block_idx(", ["InCore kernel",
                                                                "HOST orchestrator"]),

@@ -232,6 +232,11 @@ def deferred_collective_violations(body):
             for e in walk.exprs(s, shallow=True):
                 if is_deferred_collective(e):
                     deferred = e
+                elif isinstance(e, N.Call) and e.record.defers:
+                    # one completion contract per task: the collective's
+                    # conditions and epilogue, or a waiter's registrations
+                    return e, (f"a task with a defer=True collective cannot also register "
+                               f"{e.record.name} conditions; give the waiter its own task")
             if deferred is not None:
                 if loop is not None:
                     return deferred, (f"{deferred.record.name}(defer=True) cannot be called in a "

@@ -8,6 +8,10 @@
   dispatches on those windows see the result, and the ranks synchronise with
   each other inside the builtin.
 
+A ``defer=True`` call (only in a pl.at task) runs the algorithm up to this
+rank's barrier arrivals and leaves the rest -- the waits, any work after
+them, the epilogue -- to the completion of the running task (``_deferred``).
+
 The algorithms live in ``tilecomm.collectives``; ``RankCollectives`` is also
 the ``RankLink`` they use to reach the rank (cells, blocking waits published
 for the monitor, entry counters).
@@ -103,7 +107,6 @@ class RankCollectives(RankLink):
             return target
         return A.all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
                               _loc, False)
-
 
     def _deferred(self, issued, signal, coll, loc):
         """A ``defer=True`` call has sent its data and arrivals: the rest of its

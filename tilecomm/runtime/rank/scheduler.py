@@ -10,7 +10,11 @@ that registers ``pld.system.defer_wait`` conditions) gives its core back when
 its body ends; its TaskId completes once every condition holds, watched by a
 watcher thread that sleeps on the cells.  At most ``DEFER_SLOTS`` waiters are
 admitted at once (running or deferred): a further ready waiter is held back
-until one completes, while other ready tasks keep running.
+until one completes, while other ready tasks keep running.  A task may also
+carry completion steps (``Task.after``: a ``defer=True`` collective's work
+after a barrier generation and its epilogue): its watcher runs them, outside
+the lock, once the conditions before each hold, and the TaskId completes
+after the last.
 
 A release costs one thread hand-off, not two: the watcher that sees a
 TaskId complete runs the first dependent it makes ready itself when a core is
