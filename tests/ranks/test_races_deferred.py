@@ -68,6 +68,27 @@ def overwrite_chip(x: ROW, y: pl.Out[ROWS], t: TGT, sig: CSIG, ordered: pl.Scala
     return y
 
 
+@pl.jit
+def regather_chip(x: ROW, y: pl.Out[ROWS], t: TGT, sig: CSIG, ordered: pl.Scalar[pl.INT32]):
+    # gather twice into t; the second gather is ordered after this rank's
+    # reader of the first, and -- in the clean twin -- after a deferred
+    # barrier that every rank enters only once it has read
+    with pl.manual_scope():
+        with pl.at(level=CG, name_hint="gather") as g:
+            t = pld.tensor.allgather(x, t, sig, defer=True)
+        with pl.at(level=CG, name_hint="read", deps=[g]) as r:
+            y = pl.store(pl.load(t, [0, 0], [NR, SZ]), [0, 0], y)  # rg-read
+        if ordered == 1:
+            with pl.at(level=CG, name_hint="all_read", deps=[r]) as b:
+                sig = pld.tensor.barrier(sig, defer=True)
+            with pl.at(level=CG, name_hint="regather", deps=[b]):
+                t = pld.tensor.allgather(x, t, sig, defer=True)
+        else:
+            with pl.at(level=CG, name_hint="regather", deps=[r]):
+                t = pld.tensor.allgather(x, t, sig, defer=True)  # rg-call
+    return y
+
+
 def main_for(chip):
     @pl.jit.host
     def main(xs: pl.Tensor[[NR, 1, SZ], pl.FP32], ys: pl.Out[pl.Tensor[[NR, NR, SZ], pl.FP32]],
@@ -81,8 +102,8 @@ def main_for(chip):
     return main
 
 
-manual_main, auto_main, overwrite_main = (main_for(c) for c in
-                                          (manual_chip, auto_chip, overwrite_chip))
+manual_main, auto_main, overwrite_main, regather_main = (
+    main_for(c) for c in (manual_chip, auto_chip, overwrite_chip, regather_chip))
 
 
 def _pairs(err) -> set:
@@ -141,3 +162,18 @@ def test_the_numpy_test_program_is_race_free(n):
     args, outs = gather_args(n, 9500 + n, 0)
     gather_main(*args, *outs, config=config_for(n, detect_races=True))
     check_gather(args, outs)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_regathering_after_only_this_ranks_reader_races_with_a_slow_peer(n):
+    """A second gather into the target ordered after this rank's reader only:
+    a fast rank's new row can land in a slow rank's target while that rank
+    still reads the first; a deferred barrier after the readers orders it."""
+    xs, ys, want = _data(n)
+    regather_main(xs, ys, 1, config=config_for(n, detect_races=True))
+    np.testing.assert_array_equal(ys, want)
+    with pytest.raises(DataRaceError) as ei:
+        regather_main(xs, ys, 0, config=config_for(n, detect_races=True))
+    call, read = line_of("rg-call"), line_of("rg-read")
+    want_pairs = {frozenset({((r + 1) % n, call), (r, read)}) for r in range(n)}
+    assert want_pairs & _pairs(ei.value), str(ei.value)
