@@ -337,6 +337,8 @@ CODES = {
              "deps)",
     "TC331": "pld.system.defer_wait outside a dedicated pl.at(CORE_GROUP) waiter, or a waiter "
              "body that breaks the deferred-completion contract",
+    "TC332": "a defer=True collective outside a pl.at(CORE_GROUP) task body, or a task that "
+             "uses its result or issues more work after it",
     "TC401": "invalid DistributedConfig",
     "TC402": "invalid RunConfig",
     "TC403": "a program written for several ranks called without a DistributedConfig (it "
@@ -526,6 +528,8 @@ FIXES = {
              "naming TaskIds",
     "TC331": "put pld.system.defer_wait alone in its own pl.at(level=pl.Level.CORE_GROUP) "
              "waiter task, and let tasks that need it take deps=[waiter_tid]",
+    "TC332": "issue the collective as the last tensor work of its own `with pl.at(level="
+             "pl.Level.CORE_GROUP) as tid:` task and read its result in tasks with deps=[tid]",
     "TC401": "give DistributedConfig(device_ids=[0, 1, ...]): distinct non-negative ints, at "
              "least one",
     "TC403": "call with config=RunConfig(distributed_config=DistributedConfig(device_ids="

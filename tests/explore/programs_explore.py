@@ -333,3 +333,23 @@ def gated_tasks(x: X, y: Y, win: WIN, sig: SIG):
         pld.system.notify(sig, peer=pld.rank(pld.get_comm_ctx(sig)), offsets=[0, 0], value=1,
                           op=SET)
     return y
+
+
+@pl.jit
+def deferred_barrier(x: X, y: Y, win: WIN, sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="arrive") as tid:
+        pld.tensor.barrier(sig, defer=True)
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="consumer", deps=[tid]):
+        y = pl.store(pl.load(win, [0, 0], [1, S]), [0, 0], y)
+    return y
+
+
+@pl.jit.host
+def deferred_barrier_main(xs: pl.Tensor[[NR, R, S], pl.FP32],
+                          ys: pl.Out[pl.Tensor[[NR, R, S], pl.FP32]]):
+    wbuf = pld.alloc_window_buffer([R, S], dtype=pl.FP32)
+    sbuf = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        deferred_barrier(xs[r], ys[r], pld.window(wbuf, [R, S], dtype=pl.FP32),
+                         pld.window(sbuf, [NR, 1], dtype=pl.INT32), device=r)
+    return ys

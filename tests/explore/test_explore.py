@@ -15,7 +15,7 @@ from tilecomm.runtime import DistributedConfig, RunConfig
 from tilecomm.testing.exploration import _Runs, decode, encode
 
 from programs_explore import (PROTOCOLS, collective_main, collective_reference, deferred,
-                              gated_tasks, host_of, inputs, overrun_chip, ring_reference,
+                              deferred_barrier_main, gated_tasks, host_of, inputs, overrun_chip, ring_reference,
                               send_then_receive)
 
 ERRORS = {"deadlock": DeadlockError, "race": DataRaceError}
@@ -195,6 +195,13 @@ def test_a_search_over_tasks_is_the_same_every_time():
 def test_deferred_waits_are_refused_with_the_reason():
     with pytest.raises(ConfigError, match="defer_wait") as e:
         explore(host_of(deferred), *inputs(2), world_size=2)
+    assert e.value.code == "TC604"
+
+
+def test_deferred_collectives_are_refused_with_the_reason():
+    with pytest.raises(ConfigError, match=r"barrier\(defer=True\) hands its barrier to a "
+                                          r"watcher") as e:
+        explore(deferred_barrier_main, *inputs(2), world_size=2)
     assert e.value.code == "TC604"
 
 

@@ -50,3 +50,19 @@ def test_one_rank_test_module_passes_under_mpiexec():
     """The plugin's path in a minute: one module's cases of world size 2 (the
     fast tier's stand-in for the whole suite above)."""
     assert passed_on_every_process(2, {}, "tests/ranks/test_notify_wait.py") >= 9
+
+
+@pytest.mark.parametrize("n,windows", [(2, "shared"), (3, "rma")])
+def test_deferred_collectives_pass_under_mpiexec(n, windows):
+    """Split-phase (defer=True) collectives on the MPI backend: the deferred
+    conditions are watched through MPI windows, the epilogue runs at the
+    TaskId's completion, results against numpy (test_collectives_deferred:
+    numpy checks and a prepared worker, both kinds of persistent windows)."""
+    assert passed_on_every_process(n, LAYOUTS[windows],
+                                   "tests/ranks/test_collectives_deferred.py") >= 4
+
+
+def test_deferred_collective_races_are_found_under_mpiexec():
+    """The race check of deferred allgather (racy consumer and overwrite, and
+    their clean twins) on the MPI backend, 2 ranks."""
+    assert passed_on_every_process(2, {}, "tests/ranks/test_races_deferred.py") >= 3

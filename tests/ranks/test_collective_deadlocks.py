@@ -89,3 +89,48 @@ def test_a_rank_that_calls_another_collective_on_the_same_signal(n):
             in text), text
     gens = {b["generation"] for b in e.blocked if b.get("collective") == "pld.tensor.allreduce"}
     assert gens and gens <= {1, 2}, text
+
+
+# ------------------------------------------------------------------ defer=True
+@pl.jit
+def deferred_diverge_chip(x: pl.Tensor[[1, S], pl.FP32], y: pl.Out[pl.Tensor[[NR, S], pl.FP32]],
+                          t: pl.InOut[pld.DistributedTensor[[NR, S], pl.FP32]],
+                          sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]):
+    # the last rank skips the call: the others' TaskIds never complete, and
+    # nothing spins -- the report comes from their deferred conditions
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="gather") as g:
+        ctx = pld.get_comm_ctx(sig)
+        if pld.rank(ctx) != pld.nranks(ctx) - 1:
+            t = pld.tensor.allgather(x, t, sig, defer=True)          # LINE:deferred
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="consume", deps=[g]):
+        y = pl.store(pl.load(t, [0, 0], [NR, S]), [0, 0], y)
+    return y
+
+
+@pl.jit.host
+def deferred_diverge_main(xs: pl.Tensor[[NR, 1, S], pl.FP32],
+                          ys: pl.Out[pl.Tensor[[NR, NR, S], pl.FP32]]):
+    t = pld.alloc_window_buffer([NR, S], dtype=pl.FP32)
+    sig = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        deferred_diverge_chip(xs[r], ys[r], pld.window(t, [NR, S], dtype=pl.FP32),
+                              pld.window(sig, [NR, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_deferred_collective_that_never_completes(n):
+    import numpy as np
+    with pytest.raises(DeadlockError) as info:
+        deferred_diverge_main(np.ones((n, 1, S), np.float32),
+                              np.zeros((n, n, S), np.float32), config=config_for(n))
+    e = info.value
+    text = str(e)
+    last = n - 1
+    assert f"pld.tensor.allgather at {__file__}:{line_of('deferred')}" in text, text
+    for r in range(last):
+        assert (f"rank {r}: inside (defer=True: its task's TaskId is pending), at barrier "
+                f"generation 1, waiting for rank {last} to arrive") in text, text
+    assert f"rank {last}: never entered this call -- finished its dispatches" in text, text
+    inside = [b for b in e.blocked if b.get("collective") == "pld.tensor.allgather"]
+    assert sorted(b["rank"] for b in inside) == list(range(last))

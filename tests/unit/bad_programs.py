@@ -1492,6 +1492,79 @@ def chip_defer_too_many(x: X, y: Y, win: WIN, sig: SIG):
     return y
 
 
+@pl.jit.incore
+def k_defer_collective(x: X, y: Y, win: WIN, sig: SIG):
+    pld.tensor.barrier(sig, defer=True)  # E:TC332
+    return y
+
+
+@pl.jit
+def chip_defer_collective_in_spmd(x: X, y: Y, win: WIN, sig: SIG):
+    for i in pl.spmd(2):
+        pld.tensor.barrier(sig, defer=True)  # E:TC332
+    return y
+
+
+@pl.jit
+def chip_defer_collective_early(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP, allow_early_resolve=True):  # E:TC332
+        win = pld.tensor.all_to_all(x, win, sig, defer=True)
+    return y
+
+
+@pl.jit
+def chip_defer_collective_then_load(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        win = pld.tensor.all_to_all(x, win, sig, defer=True)
+        y = pl.store(pl.load(win, [0, 0], [R, C]), [0, 0], y)  # E:TC332
+    return y
+
+
+@pl.jit
+def chip_defer_collective_in_loop(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        for i in pl.range(2):
+            pld.tensor.barrier(sig, defer=True)  # E:TC332
+    return y
+
+
+@pl.jit
+def chip_defer_collective_twice(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        win = pld.tensor.all_to_all(x, win, sig, defer=True)
+        pld.tensor.barrier(sig, defer=True)  # E:TC332
+    return y
+
+
+@pl.jit
+def chip_defer_collective_in_expr(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        t = pl.load(pld.tensor.all_to_all(x, win, sig, defer=True), [0, 0], [R, C])  # E:TC332
+    return y
+
+
+@pl.jit
+def chip_defer_collective_not_bool(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.tensor.barrier(sig, defer=1)  # E:TC105
+    return y
+
+
+@pl.jit
+def chip_defer_collective_and_wait(x: X, y: Y, win: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP):
+        pld.system.defer_wait(sig, [0, 0], 1, cmp=GE)  # E:TC332
+        pld.tensor.barrier(sig, defer=True)
+    return y
+
+
+@pl.jit.host
+def host_defer_collective(xs: XS, ys: YS):
+    sbuf = pld.alloc_window_buffer([W, 1], dtype=pl.INT32)
+    pld.tensor.barrier(pld.window(sbuf, [W], dtype=pl.INT32), defer=True)  # E:TC332
+    return ys
+
+
 @pl.jit.host
 def host_block_idx(xs: XS, ys: YS):
     b = pl.get_block_idx()  # E:TC301

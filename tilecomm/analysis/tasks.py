@@ -192,3 +192,75 @@ def waiter_violations(body):
                 return e, f"a deferred waiter cannot load tensors ({rec.name})"
         registered = registered or defers
     return None
+
+
+def is_deferred_collective(e) -> bool:
+    """A ``pld.tensor.*`` collective called with ``defer=True``."""
+    return isinstance(e, N.Call) and e.record.collective and bool(e.extra.get("deferred"))
+
+
+def deferred_collective_violations(body):
+    """(node, message) of the first statement of a pl.at task body that
+    breaks the split-phase contract of a ``defer=True`` collective, or None.
+
+    The call's data and arrivals leave while the task runs; its result is
+    complete only when the TaskId is.  So on every path through the body the
+    deferred call is the last work on tensors: after it only scalar work
+    (nothing after it could see the result, and more communication or a
+    second deferred call on the way would run ahead of the completion it
+    needs).  It is not inside a loop of the body: each trip would add a
+    second round of credits to a signal whose first round is still pending.
+    Each arm of an ``if`` may issue its own."""
+
+    def run(stmts, issued, loop):
+        for s in stmts:
+            if isinstance(s, N.If):
+                a = run(s.body, issued, loop)
+                if isinstance(a, tuple):
+                    return a
+                b = run(s.orelse, issued, loop)
+                if isinstance(b, tuple):
+                    return b
+                issued = a or b
+                continue
+            if isinstance(s, N.For):
+                got = run(s.body, issued, s)
+                if isinstance(got, tuple):
+                    return got
+                continue
+            deferred = None
+            for e in walk.exprs(s, shallow=True):
+                if is_deferred_collective(e):
+                    deferred = e
+                elif isinstance(e, N.Call) and e.record.defers:
+                    # one completion contract per task: the collective's
+                    # conditions and epilogue, or a waiter's registrations
+                    return e, (f"a task with a defer=True collective cannot also register "
+                               f"{e.record.name} conditions; give the waiter its own task")
+            if deferred is not None:
+                if loop is not None:
+                    return deferred, (f"{deferred.record.name}(defer=True) cannot be called in a "
+                                      f"loop of its task: every trip would start another round "
+                                      f"on a signal whose first round is still pending")
+                if issued:
+                    return deferred, (f"a task issues at most one defer=True collective on a "
+                                      f"path; {deferred.record.name} comes after another")
+                issued = True
+                continue
+            if not issued:
+                continue
+            if isinstance(s, N.StoreIndex):
+                return s, ("a task cannot update tensors after a defer=True collective: its "
+                           "TaskId completes only when the collective does")
+            for e in walk.exprs(s, shallow=True):
+                if isinstance(e, N.FuncCall):
+                    return e, ("a task cannot dispatch a kernel after a defer=True collective; "
+                               "put it in a task with deps=[tid]")
+                if isinstance(e, N.Call) and e.record.effects:
+                    return e, (f"a task cannot run {e.record.name} after a defer=True "
+                               f"collective: the collective's result is complete only when "
+                               f"the task's TaskId is")
+        return issued
+
+    got = run(body, False, None)
+    return got if isinstance(got, tuple) else None

@@ -192,6 +192,22 @@ class Steps:
             bar.finish()
 
 
+    def issue(self, *args):
+        """The split-phase form of ``run`` (``defer=True``), for a call of one
+        lane whose work all comes before its only barrier generation
+        (allgather, all_to_all, barrier): enter, the work, this rank's
+        arrivals.  Returns the barrier; its ``arrive`` result is what the
+        caller must see before the call is complete, and its ``finish`` (the
+        epilogue) must run once it has."""
+        (bar, work), = self.lanes
+        if len(work) != 1:
+            raise AssertionError("issue() needs a call of one barrier generation")
+        bar.enter_deferred()
+        if work[0] is not None:
+            work[0](*args)
+        return bar
+
+
 class AllreduceSteps:
     """An allreduce call: per lane, the ready barrier, this rank's slice reduced
     into every copy, the done barrier, the epilogue (written out: this is the
@@ -285,6 +301,21 @@ def broadcast(link, target, signal, root, loc, host):
     return target
 
 
+def issue_broadcast(link, target, signal, root, loc):
+    """``broadcast(..., defer=True)`` in a kernel: this rank arrives at the
+    first generation (the root's data is staged) and returns; once every
+    rank has, a non-root copies the root's data and arrives at the second,
+    and once every rank has done that the call is complete -- the same two
+    generations as the blocking call, so the root may overwrite its copy as
+    soon as its TaskId completes.  Returns (the barrier, the first
+    generation's conditions, the work before the second)."""
+    steps = _cached(target, ("broadcast", loc, signal), _broadcast_plan,
+                    link, target, signal, root, loc)
+    (bar, work), = steps.lanes
+    bar.enter_deferred()
+    return bar, bar.arrive(0), work[1]
+
+
 def _broadcast_plan(link, target, signal, root, loc):
     name = "pld.tensor.broadcast"
     _check_domain(name, signal, target)
@@ -325,6 +356,29 @@ def allgather(link, local_data, target, signal, loc, host):
             ALLGATHER, _same_row_for_all, link, local_data, target, signal, loc, host).run(
         _local(local_data))
     return target
+
+
+def issue_allgather(link, local_data, target, signal, loc):
+    """``allgather(..., defer=True)`` in a kernel: the rows go out and this
+    rank arrives; returns (the barrier, the conditions left to see)."""
+    bar = _cached(target, ("allgather", loc, signal), _exchange_plan, "pld.tensor.allgather",
+                  ALLGATHER, _same_row_for_all, link, local_data, target, signal, loc,
+                  False).issue(_local(local_data))
+    return bar, bar.arrive(0)
+
+
+def issue_all_to_all(link, input, target, signal, loc):
+    """``all_to_all(..., defer=True)`` in a kernel (as ``issue_allgather``)."""
+    bar = _cached(target, ("all_to_all", loc, signal), _exchange_plan, "pld.tensor.all_to_all",
+                  ALL_TO_ALL, _row_per_member, link, input, target, signal, loc,
+                  False).issue(_local(input))
+    return bar, bar.arrive(0)
+
+
+def issue_barrier(link, signal, loc):
+    """``barrier(..., defer=True)`` in a kernel (as ``issue_allgather``)."""
+    bar = _cached(signal, ("barrier", loc), _barrier_plan, link, signal, loc).issue()
+    return bar, bar.arrive(0)
 
 
 def all_to_all(link, input, target, signal, loc, host):
@@ -385,6 +439,15 @@ def all_to_all_v(link, input, target, signal, send_counts, recv_counts, core_num
             link, input, target, signal, send_counts, recv_counts, core_num, loc, host).run(
         _local(input), _local(send_counts))
     return target
+
+
+def issue_all_to_all_v(link, input, target, signal, send_counts, recv_counts, loc):
+    """``all_to_all_v(..., defer=True)`` in a kernel (as ``issue_allgather``;
+    the counts are published with their rows, before this rank's arrival)."""
+    bar = _cached(target, ("all_to_all_v", loc, signal, recv_counts), _all_to_all_v_plan,
+                  link, input, target, signal, send_counts, recv_counts, 1, loc, False).issue(
+        _local(input), _local(send_counts))
+    return bar, bar.arrive(0)
 
 
 def _all_to_all_v_plan(link, input, target, signal, send_counts, recv_counts, core_num, loc,

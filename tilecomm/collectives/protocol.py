@@ -41,6 +41,9 @@ from ..transport.base import CMP_GE, NOTIFY_ADD
 
 __all__ = ["CreditBarrier", "RankLink", "mesh_offsets"]
 
+# key of a signal view's plans: defer=True calls on it still pending on this rank
+PENDING = "pending deferred calls"
+
 
 class RankLink(ABC):
     """What a collective uses of the rank that runs it (the rank runtime
@@ -91,7 +94,7 @@ class CreditBarrier:
 
     __slots__ = ("link", "signal", "me", "peers", "gens", "epilogue", "first", "coll", "loc",
                  "op", "_add", "_try", "_read", "_arrive", "spin", "_enter", "_count", "bid",
-                 "devices", "later")
+                 "devices", "later", "outs")
 
     def __init__(self, link: RankLink, signal, op: str, coll: int, loc: int, generations: int,
                  *, lane: int = 0, ring: bool = False):
@@ -114,6 +117,7 @@ class CreditBarrier:
         # per generation: (my cell in each peer's copy, [(peer's cell in mine,
         # its offsets, the peer)], threshold)
         self.gens = []
+        self.outs = []                  # per generation: my cell in each peer's copy
         for g in range(1, generations + 1):
             if ring:
                 # generation g has row g-1 to itself: threshold 1 every time
@@ -124,6 +128,7 @@ class CreditBarrier:
             out = [link.cell_of(signal, p, mine, op) for p in self.peers]
             inc = [(link.cell_of(signal, me, o, op), o, s) for o, s in zip(theirs, self.peers)]
             group = t.signal_group(out, [c for c, _, _ in inc])
+            self.outs.append(out)
             self.gens.append((group, inc, need))
         self.first = self.gens[0][1] if self.gens else []
         if ring:
@@ -136,6 +141,8 @@ class CreditBarrier:
     # ------------------------------------------------------------ a call
     def enter(self) -> None:
         """Count this call and check the signal is clean (see the module doc)."""
+        if self.signal.plans.get(PENDING):
+            self._overlapped()
         mine = self._enter(self.bid)
         read = self._read
         for c, offs, src in self.first:
@@ -163,6 +170,38 @@ class CreditBarrier:
                 if not try_wait(c, CMP_GE, need, 0):
                     self._block(c, offs, src, need, g + 1)
 
+    def enter_deferred(self) -> None:
+        """``enter`` for a ``defer=True`` call, which stays pending on this
+        rank's signal until ``finish_deferred``: a second call on the signal
+        meanwhile (tasks the program left unordered) would count the first
+        call's arrivals as its own -- it is refused instead."""
+        self.enter()
+        plans = self.signal.plans
+        plans[PENDING] = plans.get(PENDING, 0) + 1
+
+    def finish_deferred(self) -> None:
+        self.finish()
+        self.signal.plans[PENDING] -= 1
+
+    def arrive(self, g: int) -> list:
+        """The split-phase form of ``sync(g)`` (a ``defer=True`` call): this
+        rank's arrivals only.  Returns what the caller must still see before
+        the call is complete -- ``(cell, threshold, offsets, src)`` per peer --
+        which the rank registers as deferred conditions of its task instead
+        of spinning; ``finish_deferred`` then runs when they all hold.  The credit
+        argument above is unchanged: the arrivals and the thresholds are
+        those of ``sync``, only the waiting moved out of the kernel, and the
+        epilogue still runs after every arrival of this call has been seen
+        (and before anything ordered after the call, such as the next call
+        on this signal, can start)."""
+        add = self._add
+        for c in self.outs[g]:
+            # the payload this call wrote is complete before this add returns
+            # (each transport's signal publishes what the rank wrote before it)
+            add(c, NOTIFY_ADD, 1)
+        _, inc, need = self.gens[g]
+        return [(c, need, offs, src) for c, offs, src in inc]
+
     def finish(self) -> None:
         """The epilogue: take this call's credits back out of my own cells."""
         add = self._add
@@ -177,6 +216,14 @@ class CreditBarrier:
         if v < 0 or v > need + 1:
             self._dirty(offs, v, f"at barrier generation {g}")
         self.link.block(cell, need, self.signal, offs, src, self.loc, self.coll, g)
+
+    def _overlapped(self):
+        sig = self.signal
+        raise RuntimeFault(
+            f"{self.op}: a collective on signal '{sig.buffer.name}' started on rank {self.me} "
+            f"while a defer=True collective on that signal is still pending there; it would "
+            f"count that call's arrivals as its own", code="TC507",
+            hint="order the second call after the deferred call's TaskId (deps=[tid])")
 
     def _dirty(self, offsets, value, when):
         sig = self.signal

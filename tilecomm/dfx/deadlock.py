@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..waits import CMP_EQ, holds
+from ..waits import CMP_EQ, CMP_GE_U, holds
 
 __all__ = ["BlockedWait", "NotifierSet", "deadlock_report", "in_iteration", "satisfied"]
 
@@ -170,7 +170,11 @@ def _collective_lines(blocked: list, finished: list) -> list:
                      f"{', '.join(map(str, inside[0].domain))})")
         for b in sorted(inside, key=lambda b: b.rank):
             cell = ", ".join(map(str, b.cell))
-            lines.append(f"      rank {b.rank}: inside{in_iteration(b.iteration)}, at barrier "
+            # a defer=True call's barrier is a deferred condition of its task
+            # (unsigned Ge), watched while the core runs other tasks
+            split = " (defer=True: its task's TaskId is pending)" if b.cmp == CMP_GE_U else ""
+            lines.append(f"      rank {b.rank}: inside{split}{in_iteration(b.iteration)}, "
+                         f"at barrier "
                          f"generation {b.generation}, "
                          f"waiting for rank {b.waits_for} to arrive (cell {buf}[{cell}] = "
                          f"{b.value}, needs >= {b.expected})")

@@ -136,6 +136,8 @@ class CallParsing(DispatchChecks):
             c.static_params()
         except SkipCheck:
             t = ANY
+        if extra.get("deferred"):
+            self.deferred_collective(record, node)
         if record.expands is not None and "expand" in extra:
             return self._expanded(extra.pop("expand"), node, span)
         if record.value is not None:

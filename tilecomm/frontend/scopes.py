@@ -22,7 +22,8 @@ from ..ir.enums import Level, Role, ScopeMode
 from ..ir.kinds import HOST, INCORE, KIND_NAMES, ORCH
 from ..ir.types import ANY, NONE, ArrayType, ScalarType, TaskIdType, TensorType
 from ..ops import pl_ops
-from ..analysis.tasks import waiter_violations
+from ..analysis.tasks import (deferred_collective_violations, is_deferred_collective,
+                              waiter_violations)
 from ..ops.check import const_value, describe
 from .common import _err
 from .escapes import carry_out
@@ -187,9 +188,12 @@ class ScopeParsing:
         stmts = self._task(s, ctx, self._name_hint(kw, "pl.at"), target, deps, None, None,
                            excluded, self._dump_names(kw.get("dumps"), "pl.at"))
         if stmts[0].waiter and early:
-            raise _err(ProgramValueError, "a pl.at task containing pld.system.defer_wait cannot "
+            split = any(is_deferred_collective(e) for e in _calls(stmts[0].call.func.body))
+            what = "a defer=True collective" if split else "pld.system.defer_wait"
+            raise _err(ProgramValueError, f"a pl.at task containing {what} cannot "
                        "use allow_early_resolve=True: its consumers must start only after "
-                       "its TaskId completes", self.span(kw["allow_early_resolve"]), "TC331")
+                       "its TaskId completes", self.span(kw["allow_early_resolve"]),
+                       "TC332" if split else "TC331")
         return stmts
 
     def _no_dep_args(self, node):
@@ -367,12 +371,22 @@ class ScopeParsing:
         if len(self.b.diags) != ndiags:
             fn_ir.body = []
         waiter = any(isinstance(e, N.Call) and e.record.defers for e in _calls(body))
+        # a defer=True collective leaves deferred conditions on the task, as
+        # defer_wait does: the scheduler admits and watches it as a waiter
+        split = any(is_deferred_collective(e) for e in _calls(body))
+        waiter = waiter or split
         if ctx.kind == "spmd" and not ctx.block_read and \
                 not any(isinstance(e, N.FuncCall) for e in _calls(body)):
             raise self._scope_err(s, "a pl.spmd body must read pl.get_block_idx() or dispatch "
                                   "a kernel: otherwise every block does the same work",
                                   hint="use for i in pl.spmd(n): ... or call a kernel")
-        if waiter and len(self.b.diags) == ndiags:
+        if split and len(self.b.diags) == ndiags:
+            bad = deferred_collective_violations(body)
+            if bad is not None:
+                raise _err(ProgramSyntaxError, bad[1], bad[0].span, "TC332",
+                           "end the task with the collective and read its result in a task "
+                           "with deps=[tid]")
+        elif waiter and len(self.b.diags) == ndiags:
             self._check_waiter(body)
         call = N.FuncCall(NONE, span, fn_ir,
                           [N.Var(outer_env[n], span, n) for n in captured], None, None)
@@ -420,6 +434,27 @@ class ScopeParsing:
         if node is not self._standalone:
             raise _err(ProgramSyntaxError, "pld.system.defer_wait is side-effect-only and must "
                        "be used as a standalone statement", self.span(node), "TC331")
+
+    def deferred_collective(self, record, node):
+        """Where a ``defer=True`` collective may be called (from ``_op_call``):
+        as a statement of its own in a pl.at(CORE_GROUP) task body -- the task
+        whose TaskId carries the call's completion."""
+        where = None
+        if self.task is None:
+            where = ("in an InCore kernel, which has no TaskId of its own to defer"
+                     if self.kind == INCORE else f"in {KIND_NAMES[self.kind]}")
+        elif self.task.kind != "at":
+            where = "under pl.spmd, whose blocks share one TaskId"
+        if where is not None:
+            raise _err(ProgramSyntaxError, f"{record.name}(defer=True) must be called in the "
+                       f"body of a pl.at(level=pl.Level.CORE_GROUP) task; it is called {where}",
+                       self.span(node), "TC332",
+                       hint="with pl.at(level=pl.Level.CORE_GROUP) as tid: target = "
+                            f"{record.name}(..., defer=True)")
+        if node is not self._statement_call:
+            raise _err(ProgramSyntaxError, f"{record.name}(defer=True) must be a statement of "
+                       f"its own (`x = ...(defer=True)` or a bare call): its result is complete "
+                       f"only when the task's TaskId is", self.span(node), "TC332")
 
     def block_idx_read(self):
         if self.task is not None:

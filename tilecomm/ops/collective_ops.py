@@ -139,6 +139,28 @@ def _chip_fp32_only(c, dtype, name):
                       hint="platform=\"cpu\" lifts this limit")
 
 
+def _defer_rule(c):
+    """``defer=True``: the split-phase form.  The call sends its data and its
+    arrivals and returns; the enclosing pl.at task's TaskId completes when
+    every peer has arrived (and the call's epilogue has run), so the result
+    is read by tasks ordered after it with ``deps=[tid]``.  Only an InCore
+    composite inside a pl.at task has a TaskId to carry that; where in the
+    program the call sits is checked by the front end (``deferred_collective``)."""
+    d = c.const("defer")
+    if not is_constant(c.arg("defer")):
+        return                           # static_params reports it (TC216)
+    if not isinstance(d, bool):
+        c.type_error(f"{c.op} defer must be True or False; got {d!r} ({type(d).__name__})",
+                     code="TC105", at="defer")
+    if d and c.kind == HOST:
+        c.value_error(f"{c.op}(defer=True) is a split-phase InCore composite; a HOST "
+                      f"builtin has no TaskId to defer", code="TC332", at="defer",
+                      hint="call it inside a `with pl.at(level=pl.Level.CORE_GROUP) as tid:` "
+                           "task of a @pl.jit function, or drop defer=True here")
+    if d:
+        c.extra["deferred"] = True
+
+
 def _rank2(c, t, name, role):
     if t.rank != 2:
         c.value_error(f"{c.op} {role} must be rank-2 [NR, SIZE]; got {describe(t)}",
@@ -283,15 +305,19 @@ def _synthesized_signal(c, t, mode, cores):
 
 # ------------------------------------------------------------------ barrier
 @op("pld.tensor.barrier", where=WHERE, kernel=RankContext.barrier, host=HostRuntime.barrier,
-    effects=("signal", "wait"), collective=True,
-    raises=("TC101", "TC204", "TC215", "TC220", "TC225", "TC226", "TC502", "TC503", "TC507"))
-def barrier(signal):
+    effects=("signal", "wait"), static=("defer",), collective=True,
+    raises=("TC101", "TC105", "TC204", "TC215", "TC216", "TC220", "TC225", "TC226", "TC332",
+            "TC502", "TC503", "TC507"))
+def barrier(signal, *, defer=False):
     """No rank returns before every rank of the signal's comm domain has entered;
-    window writes before the call are visible to reads after it, on every rank."""
+    window writes before the call are visible to reads after it, on every rank.
+    ``defer=True`` (in a pl.at task): the call only arrives; the task's TaskId
+    completes when every rank has."""
 
 
 @barrier.rule
 def _barrier(c):
+    _defer_rule(c)
     s = _signal(c)
     _mesh_signal(c, s)
     return s
@@ -299,16 +325,19 @@ def _barrier(c):
 
 # ------------------------------------------------------------------ broadcast
 @op("pld.tensor.broadcast", where=WHERE, kernel=RankContext.broadcast,
-    host=HostRuntime.broadcast, effects=EFFECTS, static=("root",), collective=True,
+    host=HostRuntime.broadcast, effects=EFFECTS, static=("root", "defer"), collective=True,
     raises=("TC101", "TC105", "TC204", "TC215", "TC216", "TC220", "TC221", "TC224", "TC225",
-            "TC226", "TC501", "TC502", "TC503", "TC507"))
-def broadcast(target, signal, *, root):
+            "TC226", "TC332", "TC501", "TC502", "TC503", "TC507"))
+def broadcast(target, signal, *, root, defer=False):
     """Every rank's ``target`` becomes a copy of rank ``root``'s ``target`` as
-    staged before the call."""
+    staged before the call.  ``defer=True`` (in a pl.at task): the call only
+    arrives; the copy is made while the task's TaskId is pending, and the
+    TaskId completes once every rank has its copy."""
 
 
 @broadcast.rule
 def _broadcast(c):
+    _defer_rule(c)
     t = _window(c, "target", "target")
     s = _signal(c)
     root = c.const("root")
@@ -330,16 +359,20 @@ def _broadcast(c):
 
 # ------------------------------------------------------------------ allgather
 @op("pld.tensor.allgather", where=WHERE, kernel=RankContext.allgather,
-    host=HostRuntime.allgather, effects=EFFECTS, collective=True,
-    raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC220", "TC221", "TC225",
-            "TC226", "TC502", "TC503", "TC507"))
-def allgather(local_data, target, signal):
+    host=HostRuntime.allgather, effects=EFFECTS, static=("defer",), collective=True,
+    raises=("TC101", "TC102", "TC105", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220",
+            "TC221", "TC225", "TC226", "TC332", "TC502", "TC503", "TC507"))
+def allgather(local_data, target, signal, *, defer=False):
     """Row ``r`` of every rank's ``target`` ``[NR, SIZE]`` becomes rank ``r``'s
-    ``local_data`` ``[1, SIZE]``."""
+    ``local_data`` ``[1, SIZE]``.  ``defer=True`` (in a pl.at task): the call
+    pushes this rank's row and returns; the task's TaskId completes once
+    every row has landed, and tasks that read ``target`` order after it with
+    ``deps=[tid]``."""
 
 
 @allgather.rule
 def _allgather(c):
+    _defer_rule(c)
     d = _data_operand(c, "local_data", "local_data")
     t = _window(c, "target", "target")
     s = _signal(c)
@@ -394,16 +427,18 @@ def _reduce_scatter(c):
 
 # ------------------------------------------------------------------ all_to_all
 @op("pld.tensor.all_to_all", where=WHERE, kernel=RankContext.all_to_all,
-    host=HostRuntime.all_to_all, effects=EFFECTS, collective=True,
-    raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC220", "TC221", "TC225",
-            "TC226", "TC502", "TC503", "TC507"))
-def all_to_all(input, target, signal):
+    host=HostRuntime.all_to_all, effects=EFFECTS, static=("defer",), collective=True,
+    raises=("TC101", "TC102", "TC105", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220",
+            "TC221", "TC225", "TC226", "TC332", "TC502", "TC503", "TC507"))
+def all_to_all(input, target, signal, *, defer=False):
     """Row ``dest`` of each rank's ``input`` ``[NR, SIZE]`` lands in row ``src``
-    (the sender) of rank ``dest``'s ``target``."""
+    (the sender) of rank ``dest``'s ``target``.  ``defer=True``: as for
+    allgather."""
 
 
 @all_to_all.rule
 def _all_to_all(c):
+    _defer_rule(c)
     i = _data_operand(c, "input", "input")
     t = _window(c, "target", "target")
     s = _signal(c)
@@ -423,10 +458,11 @@ def _all_to_all(c):
 
 # ------------------------------------------------------------------ all_to_all_v
 @op("pld.tensor.all_to_all_v", where=WHERE, kernel=RankContext.all_to_all_v,
-    host=HostRuntime.all_to_all_v, effects=EFFECTS, static=("core_num",), collective=True,
-    raises=("TC101", "TC102", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220", "TC221",
-            "TC222", "TC225", "TC226", "TC311", "TC502", "TC503", "TC507"))
-def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1):
+    host=HostRuntime.all_to_all_v, effects=EFFECTS, static=("core_num", "defer"),
+    collective=True,
+    raises=("TC101", "TC102", "TC105", "TC201", "TC204", "TC208", "TC215", "TC216", "TC220",
+            "TC221", "TC222", "TC225", "TC226", "TC311", "TC332", "TC502", "TC503", "TC507"))
+def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1, defer=False):
     """Variable all-to-all over flat ``[NR*MAX_RECV, SIZE]`` layouts: the first
     ``send_counts[dest]`` rows (clamped to ``[0, MAX_RECV]``) of block ``dest``
     of ``input`` go to block ``src`` of rank ``dest``'s ``target``, whose
@@ -434,11 +470,13 @@ def all_to_all_v(input, target, signal, send_counts, recv_counts, *, core_num=1)
     count.  In a HOST orchestrator ``core_num`` (L) asks for that many AIV
     blocks; the call launches ``B = L`` if ``L < NR``, else ``(L // NR) * NR``,
     and the signal ``[NR, stride]`` needs ``stride >= B`` (checked when the
-    call runs).  In a kernel ``core_num`` is 1."""
+    call runs).  In a kernel ``core_num`` is 1.  ``defer=True``: as for
+    allgather (the counts land with the rows)."""
 
 
 @all_to_all_v.rule
 def _all_to_all_v(c):
+    _defer_rule(c)
     i = _data_operand(c, "input", "input")
     t = _window(c, "target", "target")
     s = _signal(c)

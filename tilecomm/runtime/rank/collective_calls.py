@@ -8,6 +8,10 @@
   dispatches on those windows see the result, and the ranks synchronise with
   each other inside the builtin.
 
+A ``defer=True`` call (only in a pl.at task) runs the algorithm up to this
+rank's barrier arrivals and leaves the rest -- the waits, any work after
+them, the epilogue -- to the completion of the running task (``_deferred``).
+
 The algorithms live in ``tilecomm.collectives``; ``RankCollectives`` is also
 the ``RankLink`` they use to reach the rank (cells, blocking waits published
 for the monitor, entry counters).
@@ -21,6 +25,7 @@ from ...collectives.names import NAMES
 from ...collectives.protocol import RankLink
 from ...errors import RuntimeFault
 from ...transport.base import CMP_GE
+from ...waits import CMP_GE_U
 from .. import control as C
 from ..messages import Dispatch
 from ..values import WindowRef
@@ -63,25 +68,83 @@ class RankCollectives(RankLink):
     def allreduce(self, target, signal, op, mode, core_num, _loc=-1):
         return A.allreduce(self, target, signal, op, mode, core_num, _loc, False)
 
-    def barrier(self, signal, _loc=-1):
+    def barrier(self, signal, defer=False, _loc=-1):
+        if defer:
+            self._deferred(A.issue_barrier(self, signal, _loc), signal, A.BARRIER, _loc)
+            return signal
         return A.barrier(self, signal, _loc, False)
 
-    def broadcast(self, target, signal, root, _loc=-1):
+    def broadcast(self, target, signal, root, defer=False, _loc=-1):
+        if defer:
+            self._deferred(A.issue_broadcast(self, target, signal, root, _loc), signal,
+                           A.BROADCAST, _loc)
+            return target
         return A.broadcast(self, target, signal, root, _loc, False)
 
-    def allgather(self, local_data, target, signal, _loc=-1):
+    def allgather(self, local_data, target, signal, defer=False, _loc=-1):
+        if defer:
+            self._deferred(A.issue_allgather(self, local_data, target, signal, _loc), signal,
+                           A.ALLGATHER, _loc)
+            return target
         return A.allgather(self, local_data, target, signal, _loc, False)
 
     def reduce_scatter(self, target, signal, op, _loc=-1):
         return A.reduce_scatter(self, target, signal, op, _loc, False)
 
-    def all_to_all(self, input, target, signal, _loc=-1):
+    def all_to_all(self, input, target, signal, defer=False, _loc=-1):
+        if defer:
+            self._deferred(A.issue_all_to_all(self, input, target, signal, _loc), signal,
+                           A.ALL_TO_ALL, _loc)
+            return target
         return A.all_to_all(self, input, target, signal, _loc, False)
 
     def all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
-                     _loc=-1):
+                     defer=False, _loc=-1):
+        if defer:
+            self._deferred(A.issue_all_to_all_v(self, input, target, signal, send_counts,
+                                                recv_counts, _loc),
+                           signal, A.ALL_TO_ALL_V, _loc)
+            return target
         return A.all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
                               _loc, False)
+
+    def _deferred(self, issued, signal, coll, loc):
+        """A ``defer=True`` call has sent its data and arrivals: the rest of its
+        barrier becomes deferred conditions of the running task (its TaskId
+        completes once every peer has arrived, watched without holding the
+        core), and the epilogue runs at that completion, before any task
+        ordered after it starts.  Each condition is published as a wait inside
+        the collective, so a hang report names the call, its generation and
+        the rank that never arrived."""
+        t = self.task
+        if t is None or not t.waiter:
+            # the compiler admits defer=True only in a pl.at task body
+            raise RuntimeFault("a defer=True collective ran outside a pl.at task",
+                               code="TC503")
+        bar, conds, *later = issued
+        func = self.func_id
+
+        def records(conds, gen):
+            out = []
+            for cell, need, offs, src in conds:
+                flat = int(np.ravel_multi_index(offs, signal.shape))
+                out.append((cell, int(need), C.WaitRecord(
+                    signal.buffer.id, flat, CMP_GE_U, int(need), loc, src, func,
+                    signal.shape[-1], len(signal.shape), coll, gen)))
+            return out
+
+        def stage(work, gen):
+            # the work between generations gen - 1 and gen, then this rank's
+            # arrivals at gen: what the watcher waits for next
+            def run():
+                if work is not None:
+                    work()
+                return records(bar.arrive(gen - 1), gen)
+            return run
+
+        t.conds.extend(records(conds, 1))
+        t.after = (*t.after, *(stage(w, g) for g, w in enumerate(later, 2)),
+                   bar.finish_deferred)
 
 
 class HostCollectives:
@@ -91,23 +154,24 @@ class HostCollectives:
         return self._builtin("allreduce", target, (target, signal, int(op), mode, core_num),
                              _loc)
 
-    def barrier(self, signal, _loc=-1):
+    # ``defer`` is False here: the compiler admits defer=True only in pl.at tasks
+    def barrier(self, signal, defer=False, _loc=-1):
         return self._builtin("barrier", signal, (signal,), _loc)
 
-    def broadcast(self, target, signal, root, _loc=-1):
+    def broadcast(self, target, signal, root, defer=False, _loc=-1):
         return self._builtin("broadcast", target, (target, signal, root), _loc)
 
-    def allgather(self, local_data, target, signal, _loc=-1):
+    def allgather(self, local_data, target, signal, defer=False, _loc=-1):
         return self._builtin("allgather", target, (local_data, target, signal), _loc)
 
     def reduce_scatter(self, target, signal, op, _loc=-1):
         return self._builtin("reduce_scatter", target, (target, signal, int(op)), _loc)
 
-    def all_to_all(self, input, target, signal, _loc=-1):
+    def all_to_all(self, input, target, signal, defer=False, _loc=-1):
         return self._builtin("all_to_all", target, (input, target, signal), _loc)
 
     def all_to_all_v(self, input, target, signal, send_counts, recv_counts, core_num,
-                     _loc=-1):
+                     defer=False, _loc=-1):
         return self._builtin("all_to_all_v", target,
                              (input, target, signal, send_counts, recv_counts, core_num), _loc)
 

@@ -272,6 +272,13 @@ class Explorer(Sink):
                            "that would move beside them", code="TC604",
                            hint="explore the protocol with pld.system.wait in the task")
 
+    def before_collective(self, ctx, ev) -> None:
+        if "defer" in ev.params and ev.arg("defer"):
+            raise RuntimeFault(f"an explored run runs each rank's tasks one at a time on one "
+                               f"core, and {ev.op}(defer=True) hands its barrier to a watcher "
+                               f"thread that would move beside them", code="TC604",
+                               hint="explore the protocol with the blocking form (defer=False)")
+
     def before_notify(self, ctx, ev) -> None:
         # the notify's turn, logged as taken with its own effect: two adds to
         # one cell commute, a set does not

@@ -198,7 +198,14 @@ class RaceLog(Sink):
         self.add((AFTER, MAIN, rank, seq))
 
     def after_collective(self, ctx, ev) -> None:
-        operands = [a for p, a in zip(ev.params, ev.args) if p != "_loc"]
+        operands = [a for p, a in zip(ev.params, ev.args) if p not in ("_loc", "defer")]
+        # A defer=True call returns before its barrier completes, yet its
+        # footprint, barrier included, is recorded here in the task's thread
+        # as a blocking call's is: the body does nothing after the call (the
+        # compiler's rule) and the TaskId completes only once the barrier has
+        # (with the epilogue), so being ordered after the task -- deps=[tid],
+        # the scope's end -- is being ordered after the barrier, and a task
+        # not ordered after it races with the rows the peers push.
         self.collective(ctx, ev.op.rsplit(".", 1)[1], operands, ev.loc, False)
 
     def window(self, view: WindowView) -> None:

@@ -10,7 +10,11 @@ that registers ``pld.system.defer_wait`` conditions) gives its core back when
 its body ends; its TaskId completes once every condition holds, watched by a
 watcher thread that sleeps on the cells.  At most ``DEFER_SLOTS`` waiters are
 admitted at once (running or deferred): a further ready waiter is held back
-until one completes, while other ready tasks keep running.
+until one completes, while other ready tasks keep running.  A task may also
+carry completion steps (``Task.after``: a ``defer=True`` collective's work
+after a barrier generation and its epilogue): its watcher runs them, outside
+the lock, once the conditions before each hold, and the TaskId completes
+after the last.
 
 A release costs one thread hand-off, not two: the watcher that sees a
 TaskId complete runs the first dependent it makes ready itself when a core is
@@ -58,7 +62,7 @@ class TaskAbort(BaseException):
 
 class Task:
     __slots__ = ("tid", "fn", "args", "name", "loc", "blocks", "left", "pending", "preds",
-                 "dependents", "state", "waiter", "conds", "accesses")
+                 "dependents", "state", "waiter", "conds", "accesses", "after")
 
     def __init__(self, tid, fn, args, name, loc, blocks, waiter):
         self.tid = tid
@@ -74,6 +78,9 @@ class Task:
         self.state = QUEUED
         self.waiter = waiter
         self.conds = []                 # (cell, expected, WaitRecord) of defer_wait
+        # what completing the TaskId runs before its dependents are released
+        # (a defer=True collective's epilogue)
+        self.after = ()
         self.accesses = []
 
 
@@ -336,7 +343,10 @@ class Scheduler:
             self._wake_core()
 
     def _body_done(self, t):
-        if t.conds and not self._all_hold(t, t.conds):
+        # a task with an epilogue (a defer=True collective) always goes to a
+        # watcher: the epilogue's signal adds run there, outside the lock (an
+        # explored run steps them like any other signal operation)
+        if t.conds and (t.after or not self._all_hold(t, t.conds)):
             t.state = DEFERRED
             if self.claim:               # a watcher ran the body: it watches it next
                 self.claim = 0
@@ -367,6 +377,12 @@ class Scheduler:
         return held
 
     def _complete(self, t):
+        if t.after:
+            # a defer=True collective on a domain of one rank: nothing to wait
+            # for, steps and an epilogue with no cells
+            after, t.after = t.after, ()
+            for step in after:
+                step()
         t.state = DONE
         t.fn = t.args = None
         self.live.pop(t.tid, None)
@@ -542,9 +558,23 @@ class Scheduler:
                 ctx.func_id, ctx.image = self.rc.func_id, self.rc.image
                 lock.release()
                 try:
-                    for i, (cell, expected, record) in enumerate(t.conds):
-                        agent.cond = i
-                        ctx.wait_cell(cell, CMP_GE_U, expected, record)
+                    conds = t.conds
+                    while True:
+                        for i, (cell, expected, record) in enumerate(conds):
+                            agent.cond = i
+                            ctx.wait_cell(cell, CMP_GE_U, expected, record)
+                        # every condition holds: the next step of the task's
+                        # completion (a defer=True collective's work after a
+                        # barrier generation, or its epilogue), before the
+                        # TaskId completes and releases anything ordered
+                        # after it.  A step may leave conditions of its own.
+                        if not t.after:
+                            break
+                        step, t.after = t.after[0], t.after[1:]
+                        conds = step() or ()
+                        if conds:
+                            with lock:           # a snapshot reads them under the lock
+                                t.conds, agent.cond = conds, 0
                     exc = None
                 except BaseException as e:
                     exc = e
