@@ -23,7 +23,9 @@ COND      (COND, ("cond", task id), cell, cmp, expected, seen, line, who,
           label): a deferred condition of the task found true (its TaskId
           completes)
 SUBMIT    (SUBMIT, thread, task id, name, blocks, predecessors, line)
-CLOSE     (CLOSE, thread, task ids): the thread waited for those tasks
+CLOSE     (CLOSE, thread, task ids[, what]): the thread waited for those
+          tasks (``what``: the wait in words, when it is not the end of a
+          task scope)
 BARRIER   (BARRIER, thread, key, members, line, op, me, credits): one
           barrier generation of a collective; ``key`` names it on every
           member, ``me`` is this member's domain rank and ``credits[src]``
@@ -36,6 +38,10 @@ BASE      (BASE, None, counts): the sequencer's count per stripe when the
           rank began the run (a rank's first event)
 ========  ==================================================================
 
+An asynchronous put's transfer is a task of one block whose id is
+``(ASYNC_TASK, k)``: SUBMIT at the issue, its accesses and END on the
+block's thread, CLOSE at the wait of its event.
+
 ``iteration`` is the iteration of the loops the op was in, as a report
 prints it (``step=2``; "" outside loops; an older log's tuple may end
 before it).
@@ -46,6 +52,8 @@ being ``stripe_of(cell)``; the numbers of one stripe are consecutive.
 ACCESS, NOTIFY, WAIT, COND, SUBMIT, CLOSE, BARRIER, DONE, AFTER, END, DEFER, BASE = range(12)
 
 MAIN = "main"
+# the first field of the task id of an asynchronous put's transfer
+ASYNC_TASK = "async"
 # the buffer id of a plain tensor (a dispatch's array argument) is
 # (PLAIN, rank, address): its accesses race only with its own rank's
 PLAIN = "tensor"
@@ -118,6 +126,6 @@ def byte_runs(region, base: int, addr: int | None = None) -> tuple:
     return tuple(merged)
 
 
-__all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
+__all__ = ["ACCESS", "AFTER", "ASYNC_TASK", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
            "DONE", "END", "KIND_NAMES", "MAIN", "NOTIFY", "PLAIN", "READ", "SEQ_STRIPES", "SUBMIT",
            "SYNC_READ", "WAIT", "WRITE", "byte_runs", "dominates", "iteration_of", "stripe_of"]

@@ -36,8 +36,9 @@ from bisect import bisect_right, insort
 
 import numpy as np
 
-from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER, DONE, END,
-                             MAIN, NOTIFY, READ, SUBMIT, WAIT, WRITE, byte_runs, stripe_of)
+from ...check.events import (ACCESS, AFTER, ASYNC_TASK, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER,
+                             DONE, END, MAIN, NOTIFY, READ, SUBMIT, WAIT, WRITE, byte_runs,
+                             stripe_of)
 from ...collectives import footprints
 from .collective_calls import BUILTIN_PREFIX
 from .deps import Tracker, explicit_ids, inferred_ids
@@ -95,6 +96,8 @@ class RaceLog(Sink):
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
         self.texts: dict = {}           # loop iteration pairs -> their text (``iteration``)
+        self.transfers = 0              # asynchronous puts issued (their task ids)
+        self.in_flight: dict = {}       # id of an issued event -> (its task id, its line)
         # where the sequencer's counts stand as this rank begins (the replay
         # tells this call's notifies from earlier ones with it)
         self.add((BASE, None, control.sequence_counts()))
@@ -197,6 +200,36 @@ class RaceLog(Sink):
         operands = [a for p, a in zip(ev.params, ev.args) if p != "_loc"]
         self.collective(ctx, ev.op.rsplit(".", 1)[1], operands, ev.loc, False)
 
+    # ------------------------------------------------------------ asynchronous puts
+    def after_issue(self, ctx, ev) -> None:
+        """An asynchronous put was issued: its transfer's accesses, on a thread
+        of their own that starts here and that the wait of its event joins."""
+        issuer, who, line = self.site(ctx, ev.loc)
+        self.transfers += 1
+        tid = (ASYNC_TASK, self.transfers)
+        self.in_flight[id(ev.result)] = (tid, line)
+        self.add((SUBMIT, issuer, tid, f"the asynchronous transfer of {ev.op} at {line}", 1, (),
+                  line))
+        thread, mover = (tid, 0), f"the asynchronous transfer issued in {who}"
+        for a in ev.accesses():
+            if type(a) is Local:
+                self.local(ctx, a.array, a.kind, ev.op, ev.loc, (thread, mover, line))
+            else:
+                self.remote(ctx, a.view, a.peer, a.index, a.kind, ev.op, ev.loc,
+                            (thread, mover, line))
+        self.add((END, thread))
+
+    def after_complete(self, ctx, ev) -> None:
+        """The wait of an event: what follows is ordered after its transfer (a
+        second wait of one event orders nothing more)."""
+        got = self.in_flight.pop(id(ev.arg("event")), None)
+        if got is None:
+            return
+        tid, issued = got
+        waiter, _, line = self.site(ctx, ev.loc)
+        self.add((CLOSE, waiter, (tid,), f"rank {self.rank}'s wait at {line} of the event of "
+                                         f"its asynchronous put at {issued}"))
+
     def window(self, view: WindowView) -> None:
         """Know ``view``'s buffer, and where this rank's copy of it lies (each
         mapping of it, should a copy be mapped at two addresses)."""
@@ -243,20 +276,21 @@ class RaceLog(Sink):
             got = self.texts[pairs] = iterations.text(image, pairs)
         return got
 
-    def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
-        """An access of ``view[idx]`` in member ``peer``'s copy."""
+    def remote(self, ctx, view, peer, idx, kind, op, loc=-1, site=None) -> None:
+        """An access of ``view[idx]`` in member ``peer``'s copy (``site``: the
+        (thread, who, line) making it, if not the code running on ``ctx``)."""
         self.window(view)
         local = view.local
         base = local.__array_interface__["data"][0]
         runs = byte_runs(local[idx] if idx else local, base)
-        thr, who, line = self.site(ctx, loc)
+        thr, who, line = site or self.site(ctx, loc)
         self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs, kind, op,
                   line, who, view.shape, local.itemsize, _ITERATION))
 
-    def local(self, ctx, region, kind, op, loc=-1) -> None:
+    def local(self, ctx, region, kind, op, loc=-1, site=None) -> None:
         """An access of ndarray ``region`` if it lies in this rank's copy of a
         window, or in a plain tensor of the dispatch while its tasks may run
-        beside the access (nothing otherwise)."""
+        beside the access (nothing otherwise).  ``site``: as for ``remote``."""
         if not isinstance(region, np.ndarray) or region.size == 0:
             return
         addr = region.__array_interface__["data"][0]
@@ -275,7 +309,7 @@ class RaceLog(Sink):
                     break
             else:
                 return
-        thr, who, line = self.site(ctx, loc)
+        thr, who, line = site or self.site(ctx, loc)
         self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo, addr), kind, op, line, who,
                   shape, item, _ITERATION))
 
