@@ -73,3 +73,19 @@ def test_an_event_waited_on_another_session_fails(n):
         other_session(inputs(n), np.zeros((n, 2, S), np.float32), config=config_for(n))
     assert ei.value.error_code == "TC509", str(ei.value)
     assert "another session" in str(ei.value)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_traced_run_has_the_issue_and_the_wait_and_the_same_result(tmp_path, n):
+    import glob
+    import json
+    xs = inputs(n, 4)
+    ys = np.zeros((n, 2, S), np.float32)
+    cp = ring.compile(xs, ys, config=config_for(n, cache_dir=str(tmp_path / "cache")))
+    cp(xs, ys, config=config_for(n, enable_chip_swimlane=4, enable_dump_args=2))
+    np.testing.assert_array_equal(ys, ring_reference(xs))
+    files = glob.glob(f"{cp.output_dir}/dfx_outputs/rank*/d0/chip_swimlane_records.json")
+    assert len(files) == n
+    for f in files:
+        names = [e.get("name") for e in json.load(open(f))["traceEvents"]]
+        assert "pld.tensor.put_async" in names and "pld.system.wait_async_event" in names
