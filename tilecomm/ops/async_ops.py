@@ -29,6 +29,10 @@ MAX_SYNC_ID = 7                  # the engine's sync flag id is 3 bits
 
 # ------------------------------------------------------------------ sessions
 def _session_options(c) -> None:
+    if c.platform is not None and not c.platform.async_dma:
+        c.value_error(f"{c.op}: asynchronous puts need the a2a3 chip's DMA engine; this program "
+                      f"is checked for '{c.platform.name}'", code="TC215",
+                      hint="use pld.tensor.put on this platform, or check for platform='a2a3'")
     for k in ("sync_id", "block_bytes"):
         v = c.const(k, 0 if not c.given(k) else None)
         if not isinstance(v, int) or isinstance(v, bool):
@@ -57,7 +61,7 @@ def _scratch(c) -> None:
 
 @op("pld.system.async_session", where=KERNEL, kernel=RankContext.async_session,
     static=("sync_id", "block_bytes"),
-    raises=("TC105", "TC216", "TC243"))
+    raises=("TC105", "TC215", "TC216", "TC243"))
 def async_session(*, sync_id=0, block_bytes=0):
     """Build the DMA session asynchronous puts are issued on and their events
     waited on (one per kernel call).  ``sync_id`` (0..7) picks the engine's
@@ -73,7 +77,7 @@ def _async_session(c):
 
 @op("pld.tile.async_session", where=KERNEL, kernel=RankContext.tile_async_session,
     static=("sync_id", "block_bytes"),
-    raises=("TC102", "TC105", "TC216", "TC243"))
+    raises=("TC102", "TC105", "TC215", "TC216", "TC243"))
 def tile_async_session(scratch, *, sync_id=0, block_bytes=0):
     """``pld.system.async_session`` with the session's scratch tile given (the
     form the chip's lowering produces; the CPU leaves the tile as it was)."""
