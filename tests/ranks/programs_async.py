@@ -199,3 +199,61 @@ def other_session_kernel(x: X, y: Y2, src: WIN, dst: WIN, sig: SIG) -> pl.Tensor
 
 
 other_session = ring_main(other_session_kernel)
+
+
+# ---------------------------------------------------------------- in a task of a chip function
+@pl.jit
+def task_ring_chip(x: X, y: Y2, src: WIN, dst: WIN, sig: SIG):
+    with pl.at(level=pl.Level.CORE_GROUP, name_hint="push"):
+        ctx = pld.get_comm_ctx(src)
+        nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
+        sess = pld.system.async_session()
+        evt = pld.tensor.put_async(dst, nxt, x, sess)
+        t = pl.load(x, [0, 0], [1, S])
+        y = pl.store(pl.add(t, t), [1, 0], y)
+        pld.system.wait_async_event(evt, sess)
+        pld.system.notify(sig, nxt, [0, 0], 1, op=pld.NotifyOp.Set)
+        pld.system.wait(sig, [0, 0], 1, cmp=pld.WaitCmp.Eq)
+        y = pl.store(pl.load(dst, [0, 0], [1, S]), [0, 0], y)
+    return y
+
+
+@pl.jit.host
+def task_ring(xs: XS, ys: YS2):
+    src_buf = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+    dst_buf = pld.alloc_window_buffer([1, S], dtype=pl.FP32)
+    sig_buf = pld.alloc_window_buffer([1, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        task_ring_chip(xs[r], ys[r], pld.window(src_buf, [1, S], dtype=pl.FP32),
+                       pld.window(dst_buf, [1, S], dtype=pl.FP32),
+                       pld.window(sig_buf, [1, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+# ---------------------------------------------------------------- the source reused before the wait
+def reuse_kernel(early_reuse: bool):
+    @pl.jit.incore
+    def reuse(x: X, y: Y2, src: WIN, dst: WIN, sig: SIG) -> pl.Tensor[[2, S], pl.FP32]:
+        ctx = pld.get_comm_ctx(src)
+        nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
+        src = pl.store(pl.load(x, [0, 0], [1, S]), [0, 0], src)
+        sess = pld.system.async_session()
+        evt = pld.tensor.put_async(dst, nxt, src, sess)  # reuse-put
+        t = pl.load(x, [0, 0], [1, S])
+        if early_reuse:
+            src = pl.store(pl.add(t, t), [0, 0], src)  # reuse-store
+            pld.system.wait_async_event(evt, sess)
+        else:
+            pld.system.wait_async_event(evt, sess)
+            src = pl.store(pl.add(t, t), [0, 0], src)
+        pld.system.notify(sig, nxt, [0, 0], 1, op=pld.NotifyOp.Set)
+        pld.system.wait(sig, [0, 0], 1, cmp=pld.WaitCmp.Eq)
+        y = pl.store(pl.load(dst, [0, 0], [1, S]), [0, 0], y)
+        y = pl.store(pl.load(src, [0, 0], [1, S]), [1, 0], y)
+        return y
+    return reuse
+
+
+reuse_early_kernel = reuse_kernel(True)
+reuse_early = ring_main(reuse_early_kernel)
+reuse_after = ring_main(reuse_kernel(False))

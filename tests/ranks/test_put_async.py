@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from programs_async import (S, early, make_rows, other_session, ring, ring_reference,
-                            tile_ring, unwaited)
+                            task_ring, tile_ring, unwaited)
 from programs_prims import config_for, line_of
 from tilecomm.errors import RankFailure
 
@@ -34,6 +34,14 @@ def test_tile_form_with_scratch_and_session_options(n):
     xs = inputs(n, 1)
     ys = np.zeros((n, 2, S), np.float32)
     tile_ring(xs, ys, config=config_for(n))
+    np.testing.assert_array_equal(ys, ring_reference(xs))
+
+
+@pytest.mark.parametrize("n", WORLDS)
+def test_in_a_task_of_a_chip_function(n):
+    xs = inputs(n, 5)
+    ys = np.zeros((n, 2, S), np.float32)
+    task_ring(xs, ys, config=config_for(n))
     np.testing.assert_array_equal(ys, ring_reference(xs))
 
 
