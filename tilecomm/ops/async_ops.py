@@ -61,10 +61,11 @@ def _scratch(c) -> None:
 
 @op("pld.system.async_session", where=KERNEL, kernel=RankContext.async_session,
     static=("sync_id", "block_bytes"),
-    raises=("TC105", "TC215", "TC216", "TC243"))
+    raises=("TC105", "TC215", "TC216", "TC243", "TC508"))
 def async_session(*, sync_id=0, block_bytes=0):
     """Build the DMA session asynchronous puts are issued on and their events
-    waited on (one per kernel call).  ``sync_id`` (0..7) picks the engine's
+    waited on (one per kernel call; every event must be waited before the
+    kernel returns, TC508 otherwise).  ``sync_id`` (0..7) picks the engine's
     sync flag, ``block_bytes`` the chunk size a transfer moves in (0: 1 MiB;
     on the CPU a transfer moves in one copy, with the same result)."""
 
@@ -77,7 +78,7 @@ def _async_session(c):
 
 @op("pld.tile.async_session", where=KERNEL, kernel=RankContext.tile_async_session,
     static=("sync_id", "block_bytes"),
-    raises=("TC102", "TC105", "TC215", "TC216", "TC243"))
+    raises=("TC102", "TC105", "TC215", "TC216", "TC243", "TC508"))
 def tile_async_session(scratch, *, sync_id=0, block_bytes=0):
     """``pld.system.async_session`` with the session's scratch tile given (the
     form the chip's lowering produces; the CPU leaves the tile as it was)."""
@@ -145,8 +146,8 @@ def _put_async_rule(c):
     return AsyncEventType()
 
 
-_PUT_ASYNC_RAISES = ("TC101", "TC102", "TC105", "TC201", "TC202", "TC204", "TC205", "TC208",
-                     "TC210", "TC216", "TC218", "TC242", "TC501", "TC502", "TC503", "TC509")
+_PUT_ASYNC_RAISES = ("TC101", "TC102", "TC201", "TC202", "TC204", "TC205", "TC208", "TC210",
+                     "TC218", "TC242", "TC501", "TC502", "TC503", "TC509")
 
 
 @op("pld.tensor.put_async", where=KERNEL, kernel=RankContext.put_async,
@@ -192,7 +193,7 @@ def _wait_rule(c):
 
 
 @op("pld.system.wait_async_event", where=KERNEL, kernel=RankContext.wait_async_event,
-    asynchronous="complete", raises=("TC102", "TC501", "TC502", "TC503", "TC509"))
+    asynchronous="complete", raises=("TC102", "TC509"))
 def wait_async_event(event, session):
     """Block until ``event``'s transfer has landed and return True: what
     follows -- the notify that publishes the data -- comes after it."""
@@ -202,7 +203,7 @@ wait_async_event.rule(_wait_rule)
 
 
 @op("pld.tile.wait_async_event", where=KERNEL, kernel=RankContext.tile_wait_async_event,
-    asynchronous="complete", raises=("TC102", "TC501", "TC502", "TC503", "TC509"))
+    asynchronous="complete", raises=("TC102", "TC509"))
 def tile_wait_async_event(event, session, scratch):
     """``pld.system.wait_async_event`` with the session's scratch tile given
     (the chip reads the completion word through it)."""
