@@ -27,8 +27,8 @@ def acc(thr, runs, kind, line, op):
     return (ACCESS, thr, DATA, runs, kind, op, f"f.py:{line}", "k", (4, 8), 4)
 
 
-def notify(thr, value, seq, line, cell=CELL):
-    return (NOTIFY, thr, cell, SET, value, value, seq, f"f.py:{line}", "k", 0)
+def notify(thr, value, seq, line, cell=CELL, prev=0):
+    return (NOTIFY, thr, cell, SET, value, value, seq, f"f.py:{line}", "k", prev)
 
 
 def wait(thr, expected, seen, line, cell=CELL):
@@ -47,13 +47,14 @@ def event_wait(line):
                                f"put at f.py:10")
 
 
-def publish(wait_first: bool) -> dict:
+def publish(wait_first: bool, k: int = 1) -> dict:
     """Rank 1: put_async (line 10), then the notify (12) and the event's wait
-    (11) in either order; rank 0 waits for the notify and reads the row."""
-    tail = [event_wait(11), notify(MAIN, 1, 1, 12)] if wait_first else \
-        [notify(MAIN, 1, 1, 12), event_wait(11)]
+    (11) in either order; rank 0 waits for the notify and reads the row.
+    ``k``: the call's number in a chain (it Sets the flag to k)."""
+    tail = [event_wait(11), notify(MAIN, k, k, 12, prev=k - 1)] if wait_first else \
+        [notify(MAIN, k, k, 12, prev=k - 1), event_wait(11)]
     return {1: issue(10) + tail,
-            0: [wait(MAIN, 1, 1, 30), acc(MAIN, ROW0, READ, 31, "pl.load")]}
+            0: [wait(MAIN, k, k, 30), acc(MAIN, ROW0, READ, 31, "pl.load")]}
 
 
 def test_a_notify_before_the_event_wait_does_not_publish_the_transfer():
@@ -97,3 +98,39 @@ def test_a_transfer_issued_before_the_reader_is_done_races_with_the_read():
 
 def test_a_transfer_issued_after_the_reader_is_done_is_clean():
     assert find_races(reuse(issue_after_ack=True), NAMES) == ((), 0)
+
+
+def handed_back(k: int, early: bool, seqs: dict) -> dict:
+    """Call ``k`` of a chain: rank 1 waits until rank 0 handed the row back
+    (from the second call on), puts a new row and publishes it (before or
+    after the event's wait); rank 0 reads it and hands it back."""
+    a, b = seqs[("a", k)], seqs[("b", k)]
+    tail = [notify(MAIN, k, a, 12, prev=k - 1), event_wait(11)] if early else \
+        [event_wait(11), notify(MAIN, k, a, 12, prev=k - 1)]
+    back = [wait(MAIN, k - 1, seqs[("b", k - 1)], 5, BACK)] if k > 1 else []
+    return {1: back + issue(10) + tail,
+            0: [wait(MAIN, k, a, 30), acc(MAIN, ROW0, READ, 31, "pl.load"),
+                notify(MAIN, k, b, 32, BACK, prev=k - 1)]}
+
+
+def test_calls_chained_in_flight_keep_their_transfers_apart():
+    """Two calls of a prepared worker in flight are one history: the second
+    call's transfer (renamed with its place in the chain) is still a
+    transfer, ordered only by its own event's wait."""
+    from tilecomm.check.events import stripe_of
+    from tilecomm.runtime.controller.race_history import ChainedLog
+    # notifies are numbered per sequencer stripe, in the order they land
+    order = [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+    count, seqs = {}, {}
+    for name, k in order:
+        st = stripe_of(CELL if name == "a" else BACK)
+        count[st] = seqs[(name, k)] = count.get(st, 0) + 1
+
+    def chain(early):
+        calls = [handed_back(1, False, seqs), handed_back(2, early, seqs)]
+        return {r: ChainedLog([c[r] for c in calls]) for r in (0, 1)}
+
+    assert find_races(chain(False), NAMES) == ((), 0)
+    races, _ = find_races(chain(True), NAMES)
+    assert len(races) == 1, races
+    assert "may land at any time until the wait of its event" in races[0].why

@@ -781,7 +781,14 @@ class _Replay:
 
 def _transfer(key) -> bool:
     """Whether a thread key is an asynchronous put's transfer."""
-    return key[1] != MAIN and type(key[1][0]) is tuple and key[1][0][0] == ASYNC_TASK
+    if key[1] == MAIN:
+        return False
+    tid = key[1][0]
+    while type(tid) is tuple:       # a later call of a chain: (its place, task id)
+        if tid[0] == ASYNC_TASK:
+            return True
+        tid = tid[1]
+    return False
 
 
 def _after_wait_hint(t, transfer_key) -> str:

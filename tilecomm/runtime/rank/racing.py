@@ -30,6 +30,7 @@ an array that lies in this rank's copy of a window, or of a peer's copy.
 """
 from __future__ import annotations
 
+import itertools
 import pickle
 import threading
 from bisect import bisect_right, insort
@@ -96,7 +97,9 @@ class RaceLog(Sink):
         self.calls: dict = {}           # signal buffer id -> collective calls on it
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
         self.texts: dict = {}           # loop iteration pairs -> their text (``iteration``)
-        self.transfers = 0              # asynchronous puts issued (their task ids)
+        # the numbers of asynchronous puts' transfers (their task ids); next()
+        # is one step, so threads issuing at once take distinct numbers
+        self.transfers = itertools.count(1)
         self.in_flight: dict = {}       # id of an issued event -> (its task id, its line)
         # where the sequencer's counts stand as this rank begins (the replay
         # tells this call's notifies from earlier ones with it)
@@ -205,8 +208,7 @@ class RaceLog(Sink):
         """An asynchronous put was issued: its transfer's accesses, on a thread
         of their own that starts here and that the wait of its event joins."""
         issuer, who, line = self.site(ctx, ev.loc)
-        self.transfers += 1
-        tid = (ASYNC_TASK, self.transfers)
+        tid = (ASYNC_TASK, next(self.transfers))
         self.in_flight[id(ev.result)] = (tid, line)
         self.add((SUBMIT, issuer, tid, f"the asynchronous transfer of {ev.op} at {line}", 1, (),
                   line))

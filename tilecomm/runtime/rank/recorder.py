@@ -561,5 +561,6 @@ for _name, _fn in vars(PlainPaths).items():
 
 
 __all__ = ["AWAIT_DISPATCH", "COLLECTIVE", "COMPLETE", "DEFER", "DISPATCH_DONE", "Dispatch",
-           "Event", "ISSUE", "KINDS", "Local", "NOTIFY", "OP", "PlainSitesRecordingRankContext", "RELEASE", "Recording",
-           "RecordingRankContext", "Remote", "Sink", "WAIT", "declare", "declared"]
+           "Event", "ISSUE", "KINDS", "Local", "NOTIFY", "OP", "PlainSitesRecordingRankContext",
+           "RELEASE", "Recording", "RecordingRankContext", "Remote", "Sink", "WAIT", "declare",
+           "declared"]
