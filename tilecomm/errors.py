@@ -407,7 +407,8 @@ CODES = {
     "TC701": "Set and AtomicAdd notifies mixed on one signal cell",
     "TC702": "an Eq wait on a cell that several AtomicAdd notifies can carry past its value",
     "TC703": "a wait threshold no notifier of the cell can reach",
-    "TC704": "a notify issued before the store or put it publishes to the same peer",
+    "TC704": "a notify issued before the store or put it publishes to the same peer (an "
+             "asynchronous put: before the wait of its event)",
     "TC705": "a collective's signal window also used by hand-rolled notifies or waits",
     "TC706": "a notify in a pl.split_aiv body that every lane issues (fires once per lane)",
     "TC707": "a window its peers store into, read by its owner before any wait",
@@ -619,7 +620,8 @@ FIXES = {
     "TC702": "wait with Ge for the total of the adds, not Eq",
     "TC703": "make the threshold one the notifies can reach (count the notifiers and their "
              "values)",
-    "TC704": "issue the remote store or put first, then the notify that announces it",
+    "TC704": "issue the remote store or put first (wait an asynchronous put's event), then the "
+             "notify that announces it",
     "TC705": "give the collective a signal window of its own",
     "TC706": "issue the notify from one lane only (`if aiv_id == 0:`), or make the cell "
              "depend on aiv_id",
