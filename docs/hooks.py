@@ -27,6 +27,7 @@ OPS_NAV_TITLE = "Ops"
 ERRORS_PAGE = "reference/errors.md"
 # test programs whose marked lines raise (E) or warn (W) with the code they name
 EXAMPLE_FILES = ("tests/unit/bad_programs.py", "tests/unit/bad_pl_programs.py",
+                 "tests/unit/bad_async_programs.py",
                  "tests/unit/bad_dump_programs.py", "tests/unit/lint_programs.py")
 MARKER = re.compile(r"#\s*([EW]):(TC\d{3})\b[-\w]*")
 # code ranges of the error reference, by their leading digit

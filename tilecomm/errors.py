@@ -309,6 +309,8 @@ CODES = {
              "parameter",
     "TC240": "pld.system.defer_wait supports only WaitCmp.Ge",
     "TC241": "a deferred waiter may register at most 64 conditions",
+    "TC242": "an asynchronous put's region is not static, flat-contiguous and logically 1-D",
+    "TC243": "async_session option out of range (sync_id in [0, 7], block_bytes not negative)",
     # the pl op set and device arithmetic (TC250-TC279)
     "TC250": "pl.Array misuse (index form, element type, update target, dtype)",
     "TC251": "tile in the wrong memory space for the op (matmul Left x Right, vector ops Vec)",
@@ -385,6 +387,8 @@ CODES = {
     "TC505": "not enough free space in /dev/shm for the call's windows and arguments",
     "TC506": "a system resource ran out (memory, /dev/shm, open files, processes)",
     "TC507": "a collective's signal is not clean (left over credits or hand-rolled values)",
+    "TC508": "a kernel ended with an asynchronous put whose event was never waited",
+    "TC509": "an asynchronous put's session or event used outside its kernel call or session",
     # device arithmetic and the pl op set at run time (TC520-TC529)
     "TC520": "integer division or modulo by zero in device code (runtime)",
     "TC510": "MPI window pool exhausted (TILECOMM_MPI_POOL_MB)",
@@ -405,7 +409,8 @@ CODES = {
     "TC701": "Set and AtomicAdd notifies mixed on one signal cell",
     "TC702": "an Eq wait on a cell that several AtomicAdd notifies can carry past its value",
     "TC703": "a wait threshold no notifier of the cell can reach",
-    "TC704": "a notify issued before the store or put it publishes to the same peer",
+    "TC704": "a notify issued before the store or put it publishes to the same peer (an "
+             "asynchronous put: before the wait of its event)",
     "TC705": "a collective's signal window also used by hand-rolled notifies or waits",
     "TC706": "a notify in a pl.split_aiv body that every lane issues (fires once per lane)",
     "TC707": "a window its peers store into, read by its owner before any wait",
@@ -488,6 +493,9 @@ FIXES = {
              "and written), so the results reach the caller's array",
     "TC240": "defer on a Ge condition: count arrivals with AtomicAdd and wait for >= the count",
     "TC241": "split the conditions over several waiter tasks (64 each at most)",
+    "TC242": "move one row ([1, n]) or one contiguous run per pld.tensor.put_async, with a "
+             "static shape; use pld.tensor.put for 2-D or runtime-sized regions",
+    "TC243": "pass sync_id from 0 to 7 and block_bytes of 0 (the 1 MiB default) or more",
     "TC250": "index a pl.Array with one scalar index and store elements of its declared type",
     "TC251": "move tiles into the memory the op needs (pl.move to Left / Right for matmul "
              "operands, Vec for vector ops)",
@@ -593,6 +601,10 @@ FIXES = {
              "processes), or run fewer ranks",
     "TC507": "give each collective a signal window of its own that nothing else notifies or "
              "sets, and do not reuse a signal after a call stopped half way",
+    "TC508": "wait every event with pld.system.wait_async_event(event, session) before the "
+             "kernel returns, and before the notify that publishes its data",
+    "TC509": "build the session in the kernel that issues and waits the puts, and wait each "
+             "event with the session it was issued on",
     "TC510": "set TILECOMM_MPI_POOL_MB above the windows a run needs",
     "TC520": "keep divisors non-zero in device code; check the value before dividing",
     "TC601": "order the two accesses: publish data before the notify a reader's wait needs, "
@@ -612,7 +624,8 @@ FIXES = {
     "TC702": "wait with Ge for the total of the adds, not Eq",
     "TC703": "make the threshold one the notifies can reach (count the notifiers and their "
              "values)",
-    "TC704": "issue the remote store or put first, then the notify that announces it",
+    "TC704": "issue the remote store or put first (wait an asynchronous put's event), then the "
+             "notify that announces it",
     "TC705": "give the collective a signal window of its own",
     "TC706": "issue the notify from one lane only (`if aiv_id == 0:`), or make the cell "
              "depend on aiv_id",

@@ -46,6 +46,13 @@ Every program has the same host program (``main_of``) and chip signature:
      ahead).  (A single reused row would be racy: a rank a round ahead
      overwrites it.)  Racy twin: the +1 comes before the push, so the credit
      can be seen before the row lands.
+(3b) An asynchronous put published before its event is waited: each rank
+     issues a pld.tensor.put_async of a row into the next rank's window,
+     works, notifies the next rank (Set 1) and only then waits the event; the
+     next rank waits Eq 1 and reads.  The transfer may land any time until
+     the event's wait, so the notify can publish a row that is not there yet
+     (on the CPU it lands at the wait: the reader usually reads old data).
+     Twin: wait the event, then notify.
 (4a) Two tasks of a manual scope write overlapping rows of the plain output
      ``y`` with no dependency between them: they run on different cores in
      either order, so the overlapping row ends with either task's data.
@@ -368,6 +375,45 @@ def credit_pairs(n):
     return [{(0, line_of(credit_racy, "credit-store")), (1, line_of(credit_racy, "credit-load"))}]
 
 
+# ---------------------------------------------------------------- (3b) async put published early
+@pl.jit.incore
+def async_racy(x: X, y: Y, win: WIN, sig: SIG, k: K):
+    ctx = pld.get_comm_ctx(win)
+    nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
+    sess = pld.system.async_session()
+    evt = pld.tensor.put_async(win, nxt, x, sess, [0, 0], [0, 0], [1, S])  # async-put
+    w = pl.load(x, [WORK, 0], [1, S])
+    for i in pl.range(SPIN):
+        w = pl.add(w, 1.0)
+    y = pl.store(w, [WORK, 0], y)
+    pld.system.notify(sig, nxt, [0, 0], 1, op=SET)
+    pld.system.wait_async_event(evt, sess)
+    pld.system.wait(sig, [0, 0], 1, cmp=EQ)
+    y = pl.store(pl.load(win, [0, 0], [1, S]), [0, 0], y)  # async-load
+    return y
+
+
+@pl.jit.incore
+def async_twin(x: X, y: Y, win: WIN, sig: SIG, k: K):
+    ctx = pld.get_comm_ctx(win)
+    nxt = (pld.rank(ctx) + 1) % pld.nranks(ctx)
+    sess = pld.system.async_session()
+    evt = pld.tensor.put_async(win, nxt, x, sess, [0, 0], [0, 0], [1, S])
+    w = pl.load(x, [WORK, 0], [1, S])
+    for i in pl.range(SPIN):
+        w = pl.add(w, 1.0)
+    y = pl.store(w, [WORK, 0], y)
+    pld.system.wait_async_event(evt, sess)
+    pld.system.notify(sig, nxt, [0, 0], 1, op=SET)
+    pld.system.wait(sig, [0, 0], 1, cmp=EQ)
+    y = pl.store(pl.load(win, [0, 0], [1, S]), [0, 0], y)
+    return y
+
+
+def async_pairs(n):
+    return [{(0, line_of(async_racy, "async-put")), (1, line_of(async_racy, "async-load"))}]
+
+
 # ---------------------------------------------------------------- (4a) two writer tasks
 @pl.jit
 def tasks_racy(x: X, y: Y, win: WIN, sig: SIG, k: K):
@@ -469,6 +515,8 @@ CASES = {c.name: c for c in [
     _case("two_sets", two_sets_twin, two_sets_racy, two_sets_reference, two_sets_pairs,
           "wbuf", 0, (3, 4)),
     _case("credit_barrier", credit_twin, credit_racy, credit_reference, credit_pairs,
+          "wbuf", 1, (2, 3, 4)),
+    _case("async_put_published_early", async_twin, async_racy, ring_row_reference, async_pairs,
           "wbuf", 1, (2, 3, 4)),
     _case("overlapping_tasks", tasks_twin, tasks_racy, tasks_reference, tasks_pairs,
           None, None, (1, 2, 3), runs=1, kernel=False),

@@ -146,6 +146,30 @@ def notify_before_store(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
 
 
 @pl.jit.incore
+def notify_before_async_wait(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    sess = pld.system.async_session()
+    evt = pld.tensor.put_async(data, 1 - me, x, sess, [me, 0], [0, 0], [1, SIZE])
+    pld.system.notify(sig, peer=1 - me, offsets=[me, 0], value=1, op=SET)  # W:TC704
+    pld.system.wait_async_event(evt, sess)
+    pld.system.wait(sig, offsets=[1 - me, 0], expected=1, cmp=GE)
+    y = pl.store(pl.load(data, [0, 0], [W, SIZE]), [0, 0], y)
+    return y
+
+
+@pl.jit.incore
+def async_wait_before_notify(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
+    me = pld.rank(pld.get_comm_ctx(sig))
+    sess = pld.system.async_session()
+    evt = pld.tensor.put_async(data, 1 - me, x, sess, [me, 0], [0, 0], [1, SIZE])
+    pld.system.wait_async_event(evt, sess)
+    pld.system.notify(sig, peer=1 - me, offsets=[me, 0], value=1, op=SET)
+    pld.system.wait(sig, offsets=[1 - me, 0], expected=1, cmp=GE)
+    y = pl.store(pl.load(data, [0, 0], [W, SIZE]), [0, 0], y)
+    return y
+
+
+@pl.jit.incore
 def store_before_notify(sig: SIG, data: DATA, other: SIG, x: X, y: Y):
     me = pld.rank(pld.get_comm_ctx(sig))
     pld.remote_store(pl.load(x, [0, 0], [1, SIZE]), data, 1 - me, [me, 0])
@@ -386,7 +410,7 @@ FIRES = {
     "TC701": [set_then_add],
     "TC702": [eq_wait_below_the_total],
     "TC703": [ge_above_the_set_value, ge_above_the_sum_of_adds],
-    "TC704": [notify_before_store],
+    "TC704": [notify_before_store, notify_before_async_wait],
     "TC705": [barrier_signal_also_notified, barrier_signal_notified_at_a_computed_cell],
     "TC706": [split_aiv_unguarded_notify],
     "TC707": [read_without_waiting],
@@ -399,7 +423,7 @@ NEAR_MISSES = {
     "TC701": [set_and_add_on_two_cells, set_and_add_on_a_cell_read_at_run_time],
     "TC702": [eq_wait_for_the_total, ge_wait_below_the_total],
     "TC703": [ge_at_the_sum_of_adds, ge_at_the_set_value, ge_on_a_cell_also_written_by_the_kernel],
-    "TC704": [store_before_notify, rounds_of_store_then_notify],
+    "TC704": [store_before_notify, rounds_of_store_then_notify, async_wait_before_notify],
     "TC705": [barrier_and_notify_on_separate_windows],
     "TC706": [split_aiv_guarded_notify, split_aiv_sharded_notify],
     "TC707": [store_before_notify, read_own_row_without_waiting],

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pytest
 
+import bad_async_programs as BA
 import bad_pl_programs as BP
 import bad_programs as B
 import tilecomm.language as pl
@@ -31,7 +32,7 @@ from tilecomm.runtime import DistributedConfig, RunConfig
 
 BAD_FILE = os.path.realpath(B.__file__)
 # the pl op set's cases live in a module of their own (same checks)
-BAD_FILES = {BAD_FILE, os.path.realpath(BP.__file__)}
+BAD_FILES = {BAD_FILE, os.path.realpath(BP.__file__), os.path.realpath(BA.__file__)}
 INTERNAL = [r"\bIR\b", r"Expr", r"FunctionIR", r"CallCheck", r"SkipCheck", r"\bast\.",
             r"\bnode\b", r"TensorType", r"TileType", r"ScalarType", r"PtrType", r"FuncCall",
             r"OpRecord", r"Traceback"]
@@ -424,6 +425,7 @@ CASES += [
 ]
 
 CASES += BP.CASES
+CASES += BA.CASES
 
 WINDOW_DTYPE = {B.k_atomic_int64: pl.INT64, B.k_atomic_fp64: pl.FP64, B.k_atomic_bf16: pl.BF16}
 

@@ -41,6 +41,10 @@ class Probe(Sink):
     def after_collective(self, ctx, ev):
         self.seen.append((ev.op, ()))
 
+    def after_issue(self, ctx, ev):
+        # an asynchronous put: what its transfer will touch until its wait
+        self.seen.append((ev.op, ev.accesses()))
+
 
 class Peers:
     """A transport of two members whose copies are arrays of this process:
@@ -94,6 +98,13 @@ def view_tile(win):
     return win.local[0:1].view(Tile)
 
 
+def put_async(c, w, method="put_async"):
+    """An asynchronous put issued on a session of its own (never waited: the
+    probe looks at the issue)."""
+    c.async_frame()
+    return getattr(c, method)(w, 1, np.ones(SHAPE, np.float32), c.async_session())
+
+
 # method -> (the call, with the window; what the probe must see of it:
 # ("local", kind) -- an access of this rank's copy -- or ("remote", kind))
 EXAMPLES = {
@@ -122,6 +133,8 @@ EXAMPLES = {
                  ("remote", WRITE)),
     "tile_get": (lambda c, w: c.tile_get(np.zeros(SHAPE, np.float32), 1, w, tile()),
                  ("remote", READ)),
+    "put_async": (put_async, ("remote", WRITE)),
+    "tile_put_async": (lambda c, w: put_async(c, w, "tile_put_async"), ("remote", WRITE)),
 }
 
 # the lowering's own forms, recorded like ops
@@ -207,6 +220,7 @@ def test_an_op_with_a_memory_effect_and_no_touches_cannot_be_declared():
         collective = False
         notifies = None
         defers = False
+        asynchronous = None
         touches = ()
         effects = frozenset({Effect.WRITE})
     with pytest.raises(AssertionError, match="no recording sink would see"):

@@ -130,6 +130,17 @@ class Event(NamedTuple):
     value: int | None = None   # notify value / wait expected
     certain: bool = True       # runs exactly once where it stands
     lane: object = None        # (region instance, lane) inside a pl.split_aiv body
+    # an asynchronous put's write: the span of the event's wait that lands it
+    # (the event comes where that wait stands, not where the put was issued)
+    landed: object = None
+
+
+class _Issued(NamedTuple):
+    """An asynchronous put's event, as the abstract execution carries it: the
+    issuing call and its arguments, whose effects the event's wait emits."""
+
+    call: object
+    args: dict
 
 
 class ProtocolFacts(NamedTuple):
@@ -433,6 +444,16 @@ class ProtocolRun:
             return getattr(self, "block_idx", 0)
         if name in ("pl.min", "pl.max") and all(isinstance(v, int) for v in args.values()):
             return (min if name == "pl.min" else max)(args.values())
+        if rec.asynchronous == "issue" and self.rank is not None:
+            # the transfer may land any time until its event is waited: its
+            # write counts where the wait stands (a notify between the two
+            # does not follow it)
+            return _Issued(e, args)
+        if rec.asynchronous == "complete":
+            issued = args.get("event")
+            if isinstance(issued, _Issued) and self.rank is not None:
+                self.effects(issued.call, issued.args, landed=e.span)
+            return UNKNOWN
         if self.rank is not None or rec.collective:
             self.effects(e, args)
         if isinstance(e.type, TensorType) and e.type.dist:
@@ -443,7 +464,7 @@ class ProtocolRun:
         return UNKNOWN
 
     # ------------------------------------------------------------ events
-    def effects(self, e, args):
+    def effects(self, e, args, landed=None):
         rec = e.record
         if rec.collective:
             ranks = [self.rank] if self.rank is not None else self._domain(args)
@@ -473,7 +494,8 @@ class ProtocolRun:
                 if Effect.REMOTE_WRITE in rec.effects:
                     self.emit(REMOTE_WRITE, e, w, self._data_region(e, args, pname),
                               peer=self._peer(w, args.get("peer")),
-                              op=_const(args.get("atomic")) or AtomicType.None_)
+                              op=_const(args.get("atomic")) or AtomicType.None_,
+                              landed=landed)
                 elif Effect.REMOTE_READ in rec.effects:
                     self.emit(REMOTE_READ, e, w, self._data_region(e, args, pname),
                               peer=self._peer(w, args.get("peer")))

@@ -27,7 +27,9 @@ COND      (COND, ("cond", task id), cell, cmp, expected, seen, line, who,
           label): a deferred condition of the task found true (its TaskId
           completes)
 SUBMIT    (SUBMIT, thread, task id, name, blocks, predecessors, line)
-CLOSE     (CLOSE, thread, task ids): the thread waited for those tasks
+CLOSE     (CLOSE, thread, task ids[, what]): the thread waited for those
+          tasks (``what``: the wait in words, when it is not the end of a
+          task scope)
 BARRIER   (BARRIER, thread, key, members, line, op, me, credits): one
           barrier generation of a collective; ``key`` names it on every
           member, ``me`` is this member's domain rank and ``credits[src]``
@@ -40,13 +42,17 @@ BASE      (BASE, None, counts): the sequencer's count per stripe when the
           rank began the run (a rank's first event)
 ========  ==================================================================
 
+An asynchronous put's transfer is a task of one block whose id is
+``(ASYNC_TASK, k)``: SUBMIT at the issue, its accesses and END on the
+block's thread, CLOSE at the wait of its event.
+
 ``iteration`` is the iteration of the loops the op was in, as a report
 prints it (``step=2``; "" outside loops; an older log's tuple may end
 before it).  A thread reads it for its first ``ITERATIONS_READ`` accesses
-of one line, kind and copy between two of its synchronisations; after them
-an access carries ``(last,)``, the last iteration read (a loop of many
-rounds costs a frame walk per round otherwise, most of a checked run's
-time; a race there is named "``last`` or later", with its exact elements).
+of one line, kind and copy between two of its synchronisations; the
+gathered event's last part then holds the bytes of the rest, as "``last``
+or later" (a loop of many rounds costs a frame walk per round otherwise,
+most of a checked run's time).
 
 Notifies are numbered per stripe of the sequencer, a signal cell's stripe
 being ``stripe_of(cell)``; the numbers of one stripe are consecutive.
@@ -56,6 +62,8 @@ from bisect import bisect_right
 ACCESS, NOTIFY, WAIT, COND, SUBMIT, CLOSE, BARRIER, DONE, AFTER, END, DEFER, BASE = range(12)
 
 MAIN = "main"
+# the first field of the task id of an asynchronous put's transfer
+ASYNC_TASK = "async"
 # the buffer id of a plain tensor (a dispatch's array argument) is
 # (PLAIN, rank, address): its accesses race only with its own rank's
 PLAIN = "tensor"
@@ -174,7 +182,7 @@ def byte_runs(region, base: int, addr: int | None = None) -> tuple:
     return tuple(merged)
 
 
-__all__ = ["ACCESS", "AFTER", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND", "CONFLICTS", "DEFER",
-           "DONE", "END", "ITERATIONS_READ", "KIND_NAMES", "MAIN", "NOTIFY", "PLAIN", "READ",
-           "SEQ_STRIPES", "SUBMIT", "SYNC_READ", "WAIT", "WRITE", "byte_runs", "covered",
-           "dominates", "iteration_of", "merge_runs", "parts_of", "stripe_of"]
+__all__ = ["ACCESS", "AFTER", "ASYNC_TASK", "ATOMIC", "BARRIER", "BASE", "CLOSE", "COND",
+           "CONFLICTS", "DEFER", "DONE", "END", "ITERATIONS_READ", "KIND_NAMES", "MAIN", "NOTIFY",
+           "PLAIN", "READ", "SEQ_STRIPES", "SUBMIT", "SYNC_READ", "WAIT", "WRITE", "byte_runs",
+           "covered", "dominates", "iteration_of", "merge_runs", "parts_of", "stripe_of"]

@@ -36,9 +36,9 @@ from .. import _native_core as native
 from ..errors import InternalError
 from ..waits import CMP_NAMES, holds
 from .needed import Placed, needed
-from .events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, CONFLICTS, DEFER, DONE,
-                     END, KIND_NAMES, MAIN, NOTIFY, PLAIN, SUBMIT, SYNC_READ, WAIT, dominates,
-                     iteration_of, merge_runs, parts_of, stripe_of)
+from .events import (ACCESS, AFTER, ASYNC_TASK, ATOMIC, BARRIER, BASE, CLOSE, COND, CONFLICTS,
+                     DEFER, DONE, END, KIND_NAMES, MAIN, NOTIFY, PLAIN, SUBMIT, SYNC_READ, WAIT,
+                     dominates, iteration_of, merge_runs, parts_of, stripe_of)
 
 NOTIFY_ADD = native.OP_ADD       # a notify's op code (as transport.base names it)
 MAX_REPORTED = 10       # races listed in a report; the rest are counted
@@ -609,7 +609,7 @@ class _Replay:
                 return False
             for v in vcs:
                 _join(t.vc, v)
-            t.synced(f"the end of rank {rank}'s task scope")
+            t.synced(ev[3] if len(ev) > 3 else f"the end of rank {rank}'s task scope")
         elif kind == END:
             t.ended = True
         elif kind == DEFER:
@@ -746,6 +746,17 @@ class _Replay:
     def why(self, r: _Shadow, t: _Thread, first: Access, second: Access) -> str:
         """The missing edge, in words (what follows "nothing orders A before B")."""
         a, b = r.thread.key, t.key
+
+        def name(k):
+            return self.task_names.get((k[0], k[1][0]), "an asynchronous transfer")
+
+        if _transfer(a):
+            return (f"{name(a)} may land at any time until the wait of its event "
+                    f"(pld.system.wait_async_event), and rank {second.rank}'s {second.op} is not "
+                    f"ordered after that wait" + _after_wait_hint(t, a))
+        if _transfer(b):
+            return (f"{name(b)} may land at any time from its issue on, and rank "
+                    f"{first.rank}'s {first.op} is not ordered before that issue")
         if a[0] == b[0]:
             if a[1] != MAIN and b[1] != MAIN and a[1][0] == b[1][0]:
                 return (f"blocks {a[1][1]} and {b[1][1]} of task "
@@ -777,6 +788,31 @@ class _Replay:
             by = f"the AtomicAdds up to {by}"
         return (f"{what} is satisfied by {by}, which does not wait for rank {a[0]}'s "
                 f"{first.op}")
+
+
+def _transfer(key) -> bool:
+    """Whether a thread key is an asynchronous put's transfer."""
+    if key[1] == MAIN:
+        return False
+    tid = key[1][0]
+    while type(tid) is tuple:       # a later call of a chain: (its place, task id)
+        if tid[0] == ASYNC_TASK:
+            return True
+        tid = tid[1]
+    return False
+
+
+def _after_wait_hint(t, transfer_key) -> str:
+    """Where ``t`` (the thread of the access after the transfer) last
+    synchronised with the transfer's rank: a notify made before the wait."""
+    made = t.last
+    if made is None or made[1] is None:
+        return ""
+    what, (src, _) = made
+    if src.rank != transfer_key[0]:
+        return ""
+    return (f": {what} is satisfied by rank {src.rank}'s notify at {src.line}, made before "
+            f"the event was waited")
 
 
 def find_races(logs: dict, names: dict) -> tuple:

@@ -41,7 +41,8 @@ from typing import NamedTuple
 from ..waits import CMP_GE, CMP_GE_U
 
 # what a step does to what it touches; PICK: the rank's core takes one of
-# several ready tasks (or spmd blocks) next
+# several ready tasks (or spmd blocks) next, or an asynchronous put's
+# transfer lands at once or at the wait of its event
 READ, WRITE, ADD, PICK = "read", "write", "add", "pick"
 
 
@@ -53,10 +54,12 @@ class Step(NamedTuple):
     enabled: tuple      # the ranks that could have moved (sorted)
     effect: str         # READ / WRITE / ADD / PICK
     target: tuple       # ("cell", window, byte offset) / ("data", window) / ("done", rank)
-                        # / ("tasks", rank)
+                        # / ("tasks", rank) / ("transfer", rank)
     runs: tuple         # ((start, end), ...) bytes of a "data" target; () otherwise
     text: str           # what happened, as a line of a report
-    options: tuple = ()  # a PICK: the ready (task id, block) it chose among
+    # a PICK: the ready (task id, block) it chose among, or where an
+    # asynchronous put's transfer lands ("transfer" target)
+    options: tuple = ()
     picked: int = 0      # ... and the one it took (an index into options)
     # an ADD: (the value added,); a wait's check: (comparison, expected, whether it held)
     detail: tuple = ()

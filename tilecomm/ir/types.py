@@ -223,6 +223,22 @@ class CommCtxType(Type):
 
 
 @dataclass(frozen=True)
+class AsyncSessionType(Type):
+    """Handle returned by ``pld.system.async_session``: the DMA session an
+    asynchronous put is issued on and its event is waited on."""
+
+    kind = "AsyncSession"
+
+
+@dataclass(frozen=True)
+class AsyncEventType(Type):
+    """Handle returned by ``pld.tensor.put_async``: the transfer's completion
+    event, drained by ``pld.system.wait_async_event``."""
+
+    kind = "AsyncEvent"
+
+
+@dataclass(frozen=True)
 class TupleType(Type):
     items: tuple
     kind = "tuple"

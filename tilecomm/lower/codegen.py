@@ -22,9 +22,11 @@ from ..ir.types import ArrayType, Dim, TensorType, is_static
 from ..ops.check import const_value
 from ..ir.kinds import HOST, INCORE, SUBWORKER
 from .dumps import DumpTables
-from .sites import BINARY, LOADS, SitePlan, scan_function
+from .sites import BINARY, LOADS, SitePlan, calls_in, scan_function
 from ..runtime.rank.context import RankContext
 
+# the implementations that build an asynchronous put's session
+_SESSIONS = (RankContext.async_session, RankContext.tile_async_session)
 _CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 # integer // and % of device code (kernels, chip orchestration): the runtime's
 # truncating arith.divsi / arith.remsi, not Python's flooring operators
@@ -89,9 +91,26 @@ class FunctionEmitter:
             self.emit("except BaseException as _e:", 1, self.fn.span)
             self.emit("raise _ts.abandon(_e)", 2, self.fn.span)
             return
+        if self.builds_session():
+            # the events of asynchronous puts must be waited before the
+            # function ends: the frame's close says which were not
+            # (runtime/rank/async_puts.py); a function without a session
+            # gets no frame
+            self.emit("_af = _rt.async_frame()", 1, self.fn.span)
+            self.emit("try:", 1, self.fn.span)
+            self.block(self.fn.body, 2)
+            self.emit("except BaseException:", 1, self.fn.span)
+            self.emit("_af.abandon()", 2, self.fn.span)
+            self.emit("raise", 2, self.fn.span)
+            self.emit("finally:", 1, self.fn.span)
+            self.emit("_af.close()", 2, self.fn.span)
+            return
         self.block(self.fn.body, 1)
         if not (self.fn.body and isinstance(self.fn.body[-1], N.Return)):
             self.emit("return None", 1, self.fn.span)
+
+    def builds_session(self) -> bool:
+        return any(self.impl_of(c) in _SESSIONS for c in calls_in(self.fn.body))
 
     def block(self, stmts, ind):
         if not stmts:

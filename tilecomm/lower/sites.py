@@ -144,6 +144,18 @@ def _walk(e):
                 yield from _walk(c)
 
 
+def calls_in(stmts):
+    """Every op call in a block of statements, nested blocks included."""
+    for s in stmts:
+        exprs, blocks = _stmt_exprs(s)
+        for e in exprs:
+            for x in _walk(e):
+                if isinstance(x, N.Call):
+                    yield x
+        for b in blocks:
+            yield from calls_in(b)
+
+
 def _stmt_exprs(s):
     """(expressions, nested blocks) of a statement."""
     if isinstance(s, N.Assign):

@@ -396,6 +396,20 @@ def _chunk_args(c):
 def _transfer_rule(c):
     """Region, dtype and chunk rules shared by put and get."""
     chunks = _chunk_args(c)
+    shp = _region_rule(c)
+    if shp is not None:
+        if shp and not is_static(shp[-1]) and chunks["chunk_cols"] == 0:
+            c.value_error(f"{c.op} a runtime innermost extent needs a static chunk_cols",
+                          code="TC217", at="shape", hint="set chunk_cols to bound the staging tile")
+        if len(shp) > 1 and not is_static(shp[0]) and chunks["chunk_rows"] == 0:
+            c.value_error(f"{c.op} a runtime leading extent needs a static chunk_rows",
+                          code="TC217", at="shape", hint="set chunk_rows to bound the staging tile")
+    return NONE
+
+
+def _region_rule(c):
+    """The region and dtype rules of a transfer between ``dst`` and ``src``
+    (put, get, put_async): the sub-region's shape, or None for whole tensors."""
     given = [c.given(k) for k in ("dst_offsets", "src_offsets", "shape")]
     if any(given) and not all(given):
         names = [k for k, g in zip(("dst_offsets", "src_offsets", "shape"), given) if g]
@@ -424,17 +438,12 @@ def _transfer_rule(c):
                     c.value_error(f"{c.op} {role} subregion dimension {i} exceeds {role} shape "
                                   f"(offset={o}, shape={e}, {role}_dim={d})", code="TC202",
                                   at=f"{role}_offsets")
-        if shp and not is_static(shp[-1]) and chunks["chunk_cols"] == 0:
-            c.value_error(f"{c.op} a runtime innermost extent needs a static chunk_cols",
-                          code="TC217", at="shape", hint="set chunk_cols to bound the staging tile")
-        if len(shp) > 1 and not is_static(shp[0]) and chunks["chunk_rows"] == 0:
-            c.value_error(f"{c.op} a runtime leading extent needs a static chunk_rows",
-                          code="TC217", at="shape", hint="set chunk_rows to bound the staging tile")
-    elif any(is_static(a) and is_static(b) and a != b for a, b in zip(dst.shape, src.shape)):
+        return shp
+    if any(is_static(a) and is_static(b) and a != b for a, b in zip(dst.shape, src.shape)):
         c.value_error(f"{c.op} whole-tensor transfer needs equal shapes; dst is "
                       f"{describe(dst)}, src is {describe(src)}", code="TC208", at="src",
                       hint="pass dst_offsets, src_offsets and shape for a sub-region")
-    return NONE
+    return None
 
 
 @op("pld.tensor.put", where=KERNEL, kernel=RankContext.put, effects=("read", "remote_write"),

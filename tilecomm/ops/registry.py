@@ -69,6 +69,12 @@ class OpRecord:
     untracked: tuple = ()
     # the call registers a deferred-completion condition on its task
     defers: bool = False
+    # an asynchronous transfer: "issue" -- the call starts one and returns
+    # its event, the transfer lands by the event's wait and not in the call;
+    # "complete" -- the call waits for an event (its transfer lands there).
+    # The recorder makes ISSUE / COMPLETE events of them, not OP events:
+    # what the transfer touches is unordered from the issue to the wait.
+    asynchronous: str | None = None
     # the error codes (tilecomm.errors.CODES) the op's type rule and its
     # implementations raise: at compile time (TC1xx-TC3xx) and while ranks run
     # (TC5xx).  Shown by ``tilecomm ops NAME`` and on the op's reference page;
@@ -149,7 +155,7 @@ _RECORDS: dict[str, OpRecord] = {}
 def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), aliases=(),
        context_hint=None, compile_only=(), impl_renames=None, value=None,
        declares_buffer=False, notifies=None, collective=False, writes=(), untracked=(),
-       defers=False, raises=(), touches=(), expands=None):
+       defers=False, raises=(), touches=(), expands=None, asynchronous=None):
     """Declare a primitive from its stub function (signature + docstring).
 
     ``kernel`` implements it where ranks run it (orchestration and InCore
@@ -173,6 +179,8 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                 raise AssertionError(f"op {name} may be used in {kind} functions but has no "
                                      f"implementation there")
             impls[kind] = impl
+        if asynchronous not in (None, "issue", "complete"):
+            raise AssertionError(f"op {name}: asynchronous must be 'issue' or 'complete'")
         unknown = [c for c in raises if c not in CODES]
         if unknown or list(raises) != sorted(set(raises)):
             raise AssertionError(f"op {name}: raises must list known codes in order, once "
@@ -187,7 +195,7 @@ def op(name: str, *, where, kernel=None, host=None, effects=(), static=(), alias
                        declares_buffer=declares_buffer, notifies=notifies,
                        collective=collective, writes=tuple(writes), untracked=tuple(untracked),
                        defers=defers, raises=tuple(raises), touches=tuple(touches),
-                       expands=expands)
+                       expands=expands, asynchronous=asynchronous)
         _check_touches(rec)
         recorder.declare(rec)
         if name in _RECORDS:

@@ -19,6 +19,10 @@ class Platform:
     name: str
     bf16_atomic_add: bool
     aiv_cores: int
+    # asynchronous puts (pld.tensor.put_async): upstream provisions the DMA
+    # engine's workspace only on a2a3 hardware; its simulators and a5 refuse
+    # a kernel that builds a session
+    async_dma: bool = True
 
 
 TRANSPORT_NAMES = tuple(TRANSPORTS)
@@ -48,9 +52,9 @@ LINT_DEFAULT_MAX_WORLD = 32
 PLATFORMS = {
     "cpu": Platform("cpu", bf16_atomic_add=True, aiv_cores=0),
     "a2a3": Platform("a2a3", bf16_atomic_add=True, aiv_cores=48),
-    "a2a3sim": Platform("a2a3sim", bf16_atomic_add=True, aiv_cores=48),
-    "a5": Platform("a5", bf16_atomic_add=False, aiv_cores=36),
-    "a5sim": Platform("a5sim", bf16_atomic_add=False, aiv_cores=36),
+    "a2a3sim": Platform("a2a3sim", bf16_atomic_add=True, aiv_cores=48, async_dma=False),
+    "a5": Platform("a5", bf16_atomic_add=False, aiv_cores=36, async_dma=False),
+    "a5sim": Platform("a5sim", bf16_atomic_add=False, aiv_cores=36, async_dma=False),
 }
 
 

@@ -192,7 +192,16 @@ def notify_before_data(pf, prog):
             if max(last.get(s.peer, -1), last.get(None, -1), last_coll) > s.seq:
                 continue                  # a later notify or collective can announce it
             n = before.get((s.activation, s.peer))
-            if n is not None:
+            if n is not None and s.landed is not None:
+                yield TilecommWarning(
+                    f"notify to rank {s.peer} (signal {_cell_name(n)}) comes before the wait "
+                    f"at line {s.landed.line} of the event of the asynchronous put into its "
+                    f"window '{s.buf.name}' at line {s.span.line}, and no notify follows that "
+                    f"wait: the transfer may land after rank {s.peer} stopped waiting and read",
+                    code="TC704", span=n.span,
+                    hint="wait the event (pld.system.wait_async_event) before the notify that "
+                         "announces the data")
+            elif n is not None:
                 yield TilecommWarning(
                     f"notify to rank {s.peer} (signal {_cell_name(n)}) comes before the "
                     f"remote store / put into its window '{s.buf.name}' at line "

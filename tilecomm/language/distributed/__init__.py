@@ -6,20 +6,24 @@ from types import SimpleNamespace as _NS
 
 from ...ir.enums import AtomicType, NotifyOp, ReduceOp, WaitCmp
 from ...ir.types import CommCtxType
-from ...ops import collective_ops as _coll, ergonomic_ops as _erg, pld_ops as _ops
+from ...ops import (async_ops as _async, collective_ops as _coll, ergonomic_ops as _erg,
+                   pld_ops as _ops)
 from ..typing import CommCtx, DistributedTensor
 
 system = _NS(__tilecomm_namespace__="pld.system", world_size=_ops.world_size,
              get_comm_ctx=_ops.get_comm_ctx, rank=_ops.rank, nranks=_ops.nranks,
-             notify=_ops.notify, wait=_ops.wait, defer_wait=_ops.defer_wait)
+             notify=_ops.notify, wait=_ops.wait, defer_wait=_ops.defer_wait,
+             async_session=_async.async_session, wait_async_event=_async.wait_async_event)
 tensor = _NS(__tilecomm_namespace__="pld.tensor", alloc_window_buffer=_ops.alloc_window_buffer,
              window=_ops.window, remote_store=_ops.tensor_remote_store, put=_ops.put,
-             get=_ops.get, allreduce=_coll.allreduce, barrier=_coll.barrier,
+             get=_ops.get, put_async=_async.put_async, allreduce=_coll.allreduce, barrier=_coll.barrier,
              broadcast=_coll.broadcast, allgather=_coll.allgather,
              reduce_scatter=_coll.reduce_scatter, all_to_all=_coll.all_to_all,
              all_to_all_v=_coll.all_to_all_v)
 tile = _NS(__tilecomm_namespace__="pld.tile", remote_load=_ops.remote_load,
-           remote_store=_ops.remote_store, put=_ops.tile_put, get=_ops.tile_get)
+           remote_store=_ops.remote_store, put=_ops.tile_put, get=_ops.tile_get,
+           put_async=_async.tile_put_async, async_session=_async.tile_async_session,
+           wait_async_event=_async.tile_wait_async_event)
 
 world_size = _ops.world_size
 get_comm_ctx = _ops.get_comm_ctx

@@ -18,6 +18,7 @@ from ...transport.base import WaitHooks
 from ...transport.memops import check_atomic
 from .. import control as C
 from . import iterations
+from .async_puts import AsyncTransfers
 from .collective_calls import RankCollectives
 from .tile.site_ops import POOL_MIN
 from .tile.kernel_ops import KernelOps, arr, fault, index_shape, region_index, tile_valid
@@ -63,7 +64,7 @@ def _sendable(dtype, src, atomic):
     return src.astype(dtype, casting="same_kind")
 
 
-class RankContext(KernelOps, RankCollectives, TaskOps):
+class RankContext(KernelOps, RankCollectives, TaskOps, AsyncTransfers):
     def __init__(self, device: int, world: int, control, transport, config):
         self.device = device
         self.image = None                # the program being run (set per dispatch)

@@ -216,6 +216,9 @@ def cell_key(target: tuple) -> int:
 
 # a recorded access's kind as a step's effect
 _EFFECT = {READ_ACCESS: READ, ATOMIC_ACCESS: ADD}
+# where an asynchronous put's transfer may land (a PICK's options; the first
+# is the default)
+LANDINGS = ("at the wait of its event", "at once")
 
 
 class Explorer(Sink):
@@ -234,6 +237,12 @@ class Explorer(Sink):
     * at the transport (``ExploringEndpoint``): each check of a wait, each
       put / get (the remote loads and stores, put and get of the program,
       both sides), and the signals and transfers inside collectives.
+
+    An asynchronous put (``after_issue``) is a choice of the schedule: its
+    transfer lands at once, or at the wait of its event (the default, as in
+    a plain run) -- a PICK step whose options the search all runs, so a
+    read of the destination in between is explored seeing the old data and
+    the new.  The landing itself is a put at the transport, stepped there.
 
     ``PLAIN_SITES``: loads copy (a view would read the memory at its use, a
     later step than the load's), so the call-site forms take the plain ops."""
@@ -304,6 +313,16 @@ class Explorer(Sink):
             return
         for a in accesses:
             self.access(a.array, _EFFECT.get(a.kind, WRITE), ev.op)
+
+    def after_issue(self, ctx, ev) -> None:
+        # the chip's engine may land the transfer at any time up to the wait:
+        # at once and at the wait are the two ends, and with the other ranks'
+        # steps around them every read in between sees either
+        s = self.step(PICK, ("transfer", self.rank), options=LANDINGS)
+        event = ev.result
+        self.log(s, f"{ev.op} into rank {event.peer} lands {LANDINGS[s.picked]}")
+        if s.picked:
+            ctx.land(event)
 
     def before_await_dispatch(self, ctx, ev) -> None:
         rank, seq = ev.args

@@ -31,15 +31,16 @@ an array that lies in this rank's copy of a window, or of a peer's copy.
 """
 from __future__ import annotations
 
+import itertools
 import pickle
 import threading
 from bisect import bisect_right, insort
 
 import numpy as np
 
-from ...check.events import (ACCESS, AFTER, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER, DONE, END,
-                             ITERATIONS_READ, MAIN, NOTIFY, PLAIN, READ, SUBMIT, WAIT, WRITE,
-                             byte_runs, covered, merge_runs, stripe_of)
+from ...check.events import (ACCESS, AFTER, ASYNC_TASK, ATOMIC, BARRIER, BASE, CLOSE, COND, DEFER,
+                             DONE, END, ITERATIONS_READ, MAIN, NOTIFY, PLAIN, READ, SUBMIT, WAIT,
+                             WRITE, byte_runs, covered, merge_runs, stripe_of)
 from ...collectives import footprints
 from .collective_calls import BUILTIN_PREFIX
 from .deps import Tracker, explicit_ids, inferred_ids
@@ -98,6 +99,10 @@ class RaceLog(Sink):
         self.conds: dict = {}           # deferred condition's cell handle -> (cell, line, label)
         self.texts: dict = {}           # loop iteration pairs -> their text (``iteration``)
         self.sites: dict = {}           # id of a span -> its line, who, the span (``site``)
+        # the numbers of asynchronous puts' transfers (their task ids); next()
+        # is one step, so threads issuing at once take distinct numbers
+        self.transfers = itertools.count(1)
+        self.in_flight: dict = {}       # id of an issued event -> (its task id, its line)
         # where the sequencer's counts stand as this rank begins (the replay
         # tells this call's notifies from earlier ones with it)
         self.add((BASE, None, control.sequence_counts()))
@@ -208,6 +213,35 @@ class RaceLog(Sink):
         # not ordered after it races with the rows the peers push.
         self.collective(ctx, ev.op.rsplit(".", 1)[1], operands, ev.loc, False)
 
+    # ------------------------------------------------------------ asynchronous puts
+    def after_issue(self, ctx, ev) -> None:
+        """An asynchronous put was issued: its transfer's accesses, on a thread
+        of their own that starts here and that the wait of its event joins."""
+        issuer, who, line = self.site(ctx, ev.loc)
+        tid = (ASYNC_TASK, next(self.transfers))
+        self.in_flight[id(ev.result)] = (tid, line)
+        self.add((SUBMIT, issuer, tid, f"the asynchronous transfer of {ev.op} at {line}", 1, (),
+                  line))
+        thread, mover = (tid, 0), f"the asynchronous transfer issued in {who}"
+        for a in ev.accesses():
+            if type(a) is Local:
+                self.local(ctx, a.array, a.kind, ev.op, ev.loc, (thread, mover, line))
+            else:
+                self.remote(ctx, a.view, a.peer, a.index, a.kind, ev.op, ev.loc,
+                            (thread, mover, line))
+        self.add((END, thread))
+
+    def after_complete(self, ctx, ev) -> None:
+        """The wait of an event: what follows is ordered after its transfer (a
+        second wait of one event orders nothing more)."""
+        got = self.in_flight.pop(id(ev.arg("event")), None)
+        if got is None:
+            return
+        tid, issued = got
+        waiter, _, line = self.site(ctx, ev.loc)
+        self.add((CLOSE, waiter, (tid,), f"rank {self.rank}'s wait at {line} of the event of "
+                                         f"its asynchronous put at {issued}"))
+
     def window(self, view: WindowView) -> None:
         """Know ``view``'s buffer, and where this rank's copy of it lies (each
         mapping of it, should a copy be mapped at two addresses)."""
@@ -258,21 +292,22 @@ class RaceLog(Sink):
             got = self.texts[pairs] = iterations.text(image, pairs)
         return got
 
-    def remote(self, ctx, view, peer, idx, kind, op, loc=-1) -> None:
-        """An access of ``view[idx]`` in member ``peer``'s copy."""
+    def remote(self, ctx, view, peer, idx, kind, op, loc=-1, site=None) -> None:
+        """An access of ``view[idx]`` in member ``peer``'s copy (``site``: the
+        (thread, who, line) making it, if not the code running on ``ctx``)."""
         self.window(view)
         local = view.local
         base = address(local)
         region = local[idx] if idx else local
         runs = byte_runs(region, base, address(region))
-        thr, who, line = self.site(ctx, loc)
+        thr, who, line = site or self.site(ctx, loc)
         self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs, kind, op,
                   line, who, view.shape, local.itemsize, _ITERATION))
 
-    def local(self, ctx, region, kind, op, loc=-1) -> None:
+    def local(self, ctx, region, kind, op, loc=-1, site=None) -> None:
         """An access of ndarray ``region`` if it lies in this rank's copy of a
         window, or in a plain tensor of the dispatch while its tasks may run
-        beside the access (nothing otherwise)."""
+        beside the access (nothing otherwise).  ``site``: as for ``remote``."""
         if not isinstance(region, np.ndarray) or region.size == 0:
             return
         addr = address(region)
@@ -280,7 +315,7 @@ class RaceLog(Sink):
         if found is None:
             return
         lo, hi, bid, owner, shape, item = found
-        thr, who, line = self.site(ctx, loc)
+        thr, who, line = site or self.site(ctx, loc)
         self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo, addr), kind, op, line, who,
                   shape, item, _ITERATION))
 

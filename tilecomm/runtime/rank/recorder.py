@@ -21,6 +21,11 @@ NOTIFY         ``pld.system.notify``: the cell, op, value; the value it left
 WAIT           a blocking wait: the cell, condition and where it blocks
 DEFER          a deferred condition registered on the running task
 COLLECTIVE     a ``pld.tensor.*`` collective: its operands, in order
+ISSUE          an asynchronous put (``pld.tensor.put_async``): its touches are
+               what the transfer will touch, from the issue until the wait of
+               its event -- not in the call itself
+COMPLETE       the wait of an asynchronous put's event: the transfer lands
+               (if it has not) and is ordered before what follows
 =============  ==============================================================
 
 -- and a record with a memory effect that none of them covers is refused
@@ -78,7 +83,9 @@ from . import touched
 
 OP, NOTIFY, WAIT, DEFER, COLLECTIVE, RELEASE, AWAIT_DISPATCH, DISPATCH_DONE = (
     "op", "notify", "wait", "defer", "collective", "release", "await_dispatch", "dispatch_done")
-KINDS = (OP, NOTIFY, WAIT, DEFER, COLLECTIVE, RELEASE, AWAIT_DISPATCH, DISPATCH_DONE)
+ISSUE, COMPLETE = "issue", "complete"
+KINDS = (OP, NOTIFY, WAIT, DEFER, COLLECTIVE, RELEASE, AWAIT_DISPATCH, DISPATCH_DONE, ISSUE,
+         COMPLETE)
 PHASES = ("before", "after", "failed")
 # the hooks that are not per event kind
 RUN_HOOKS = ("begin_dispatch", "end_dispatch", "task_scope", "conditions_held")
@@ -399,13 +406,15 @@ def declare(rec) -> None:
                                  f"declares other touches")
         names = names + (rec.name,)
         _DECLARED[method] = (names, plan)
-        if kind == OP or kind == COLLECTIVE:
+        if kind in (OP, COLLECTIVE, ISSUE, COMPLETE):
             setattr(RecordingRankContext, method, _op_wrapper(method, _named(names), plan, kind))
 
 
 def _kind_of(rec):
     """The event an op's effects call for (None: it touches no memory)."""
     fx = rec.effects
+    if rec.asynchronous is not None:
+        return ISSUE if rec.asynchronous == "issue" else COMPLETE
     if rec.collective:
         return COLLECTIVE
     if Effect.SIGNAL in fx and rec.notifies:
@@ -602,6 +611,7 @@ for _name, _fn in vars(PlainPaths).items():
         setattr(PlainSitesRecordingRankContext, _name, _fn)
 
 
-__all__ = ["AWAIT_DISPATCH", "COLLECTIVE", "DEFER", "DISPATCH_DONE", "Dispatch", "Event", "KINDS", "Local",
-           "NOTIFY", "OP", "PlainSitesRecordingRankContext", "RELEASE", "Recording",
-           "RecordingRankContext", "Remote", "Sink", "WAIT", "declare", "declared"]
+__all__ = ["AWAIT_DISPATCH", "COLLECTIVE", "COMPLETE", "DEFER", "DISPATCH_DONE", "Dispatch",
+           "Event", "ISSUE", "KINDS", "Local", "NOTIFY", "OP", "PlainSitesRecordingRankContext",
+           "RELEASE", "Recording", "RecordingRankContext", "Remote", "Sink", "WAIT", "declare",
+           "declared"]

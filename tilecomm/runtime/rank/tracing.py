@@ -184,6 +184,20 @@ class Recorder(Sink):
         info["line"] = self.line(ev.loc)
         self.slice(ctx, ev.op, "rma", t0, info)
 
+    # an asynchronous put: its issue is an rma slice like a put's (the copy
+    # itself is in the slice of the wait that lands it)
+    before_issue, after_issue = before_op, after_op
+
+    def before_complete(self, ctx, ev) -> None:
+        if self.comm:
+            ev.notes["t0"] = now()
+
+    def after_complete(self, ctx, ev) -> None:
+        if self.comm:
+            event = ev.arg("event")
+            self.slice(ctx, ev.op, "rma", ev.notes["t0"],
+                       {"peer": int(event.peer), "line": self.line(ev.loc)})
+
     def after_collective(self, ctx, ev) -> None:
         if self.comm:
             self.slice(ctx, ev.op, "collective", ev.notes["t0"], {"line": self.line(ev.loc)})
