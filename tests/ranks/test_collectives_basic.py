@@ -94,6 +94,22 @@ def test_every_collective_in_a_kernel(n):
     np.testing.assert_array_equal(sigs, 0)
 
 
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_window_and_collective_extents_bound_from_the_world_when_compiled_without_tensors(n):
+    # every window and collective extent above is NR: compiled from the
+    # config alone, the world binds it, and the call runs with tensors of
+    # that world
+    compiled = all_main.compile(config=config_for(n))
+    rng = np.random.default_rng(10 + n)
+    xs = rng.integers(-8, 8, (n, 1, S)).astype(np.float32)
+    rows = rng.integers(-8, 8, (n, n, S)).astype(np.float32)
+    outs = np.zeros((n, 5, n, S), np.float32)
+    sigs = np.full((n, n, 1), -1, np.int32)
+    compiled(xs, rows, outs, sigs)
+    np.testing.assert_array_equal(outs, expected(xs, rows))
+    np.testing.assert_array_equal(sigs, 0)
+
+
 # --------------------------------------------------------------- HOST builtins
 @pl.jit.incore
 def stage_kernel(x: pl.Tensor[[1, S], pl.FP32], rows: pl.Tensor[[NR, S], pl.FP32],
