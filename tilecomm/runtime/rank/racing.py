@@ -145,12 +145,12 @@ class RaceLog(Sink):
 
     # ------------------------------------------------------------ the stream
     def after_op(self, ctx, ev) -> None:
-        loc = ev.loc
+        loc, caller = ev.loc, ev.caller
         for a in ev.accesses():
             if type(a) is Local:
-                self.local(ctx, a.array, a.kind, ev.op, loc)
+                self.local(ctx, a.array, a.kind, ev.op, loc, frame=caller)
             else:
-                self.remote(ctx, a.view, a.peer, a.index, a.kind, ev.op, loc)
+                self.remote(ctx, a.view, a.peer, a.index, a.kind, ev.op, loc, frame=caller)
 
     def sequenced_signal(self, ctx, ev, signal):
         target, peer, offsets = ev.args[:3]
@@ -261,11 +261,12 @@ class RaceLog(Sink):
         t = ctx.task
         return MAIN if t is None else (t.tid, ctx.block_idx)
 
-    def site(self, ctx, loc=-1) -> tuple:
+    def site(self, ctx, loc=-1, frame=None) -> tuple:
         """(thread key, who, "file:line") of the op being recorded: who is the
         task, or the kernel outside tasks (and the function it was
-        dispatched as, when that is another)."""
-        sp = self.lines.span(loc)
+        dispatched as, when that is another).  ``frame``: the op's caller,
+        if known (``Event.caller``)."""
+        sp = self.lines.span(loc, frame)
         got = self.sites.get(id(sp))    # the entry keeps the span: its id stays its own
         if got is None:
             line = f"{sp.file}:{sp.line}" if sp is not None else "?"
@@ -292,7 +293,7 @@ class RaceLog(Sink):
             got = self.texts[pairs] = iterations.text(image, pairs)
         return got
 
-    def remote(self, ctx, view, peer, idx, kind, op, loc=-1, site=None) -> None:
+    def remote(self, ctx, view, peer, idx, kind, op, loc=-1, site=None, frame=None) -> None:
         """An access of ``view[idx]`` in member ``peer``'s copy (``site``: the
         (thread, who, line) making it, if not the code running on ``ctx``)."""
         self.window(view)
@@ -300,11 +301,11 @@ class RaceLog(Sink):
         base = address(local)
         region = local[idx] if idx else local
         runs = byte_runs(region, base, address(region))
-        thr, who, line = site or self.site(ctx, loc)
+        thr, who, line = site or self.site(ctx, loc, frame)
         self.add((ACCESS, thr, (view.buffer.id, view.buffer.devices[int(peer)]), runs, kind, op,
                   line, who, view.shape, local.itemsize, _ITERATION))
 
-    def local(self, ctx, region, kind, op, loc=-1, site=None) -> None:
+    def local(self, ctx, region, kind, op, loc=-1, site=None, frame=None) -> None:
         """An access of ndarray ``region`` if it lies in this rank's copy of a
         window, or in a plain tensor of the dispatch while its tasks may run
         beside the access (nothing otherwise).  ``site``: as for ``remote``."""
@@ -315,7 +316,7 @@ class RaceLog(Sink):
         if found is None:
             return
         lo, hi, bid, owner, shape, item = found
-        thr, who, line = site or self.site(ctx, loc)
+        thr, who, line = site or self.site(ctx, loc, frame)
         self.add((ACCESS, thr, (bid, owner), byte_runs(region, lo, addr), kind, op, line, who,
                   shape, item, _ITERATION))
 

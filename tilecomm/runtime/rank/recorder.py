@@ -67,6 +67,7 @@ not recorded again: the outer event covers it.
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -117,7 +118,7 @@ class Event:
     their before and after hooks in ``notes``."""
 
     __slots__ = ("kind", "op", "params", "args", "loc", "_plan", "_accesses", "result",
-                 "exc", "notes", "cell")
+                 "exc", "notes", "cell", "caller")
 
     def __init__(self, kind, op, params, args, loc=-1, plan=()):
         self.kind, self.op, self.params, self.args, self.loc = kind, op, params, args, loc
@@ -125,6 +126,9 @@ class Event:
         self._accesses = None
         self.result = self.exc = self.cell = None
         self.notes: dict = {}
+        # the frame that called the op (the lowered code's, for an op it
+        # makes): a sink finds the user's line from it without a stack walk
+        self.caller = None
 
     def arg(self, name):
         return self.args[self.params.index(name)]
@@ -364,6 +368,7 @@ def _op_wrapper(method: str, name_of, plan, kind=OP):
         if private and r.skip_private and _private(self, plan, a):
             return plain(self, *a)
         ev = Event(kind, name_of(a), params, a, -1 if loc_at is None else int(a[loc_at]), plan)
+        ev.caller = sys._getframe(1)
         return _run(self, ev, plain, getattr(r, before), getattr(r, after), getattr(r, failed))
 
     recorded.__name__ = recorded.__qualname__ = method
@@ -539,6 +544,7 @@ class RecordingRankContext(RankContext):
             return RankContext.assign(self, base, items, value)
         ev = Event(OP, "element assignment", _ASSIGN_PARAMS, (base, items, value), -1,
                    _ASSIGN_PLAN)
+        ev.caller = sys._getframe(1)
         return _run(self, ev, RankContext.assign, r.before_op, r.after_op, r.failed_op)
 
     def index(self, base, items):
@@ -548,6 +554,7 @@ class RecordingRankContext(RankContext):
         if r.skip_private and _private(self, _INDEX_PLAN, (base, items)):
             return RankContext.index(self, base, items)
         ev = Event(OP, "indexing", _INDEX_PARAMS, (base, items), -1, _INDEX_PLAN)
+        ev.caller = sys._getframe(1)
         return _run(self, ev, RankContext.index, r.before_op, r.after_op, r.failed_op)
 
     # The call-site forms (tile/site_ops.py) keep their fast paths -- a view
@@ -584,6 +591,7 @@ def _site(ctx, method, at, lead, args):
     if r.skip_private and _private(ctx, plan, a):
         return at(ctx, *lead, *args)
     ev = Event(OP, _named(names)(a), params, a, -1, plan)
+    ev.caller = sys._getframe(2)            # past the call-site method
 
     def run(c, *a):
         return at(c, *lead, *a)

@@ -89,7 +89,10 @@ class SourceLines:
             self._spans = {}
         self.image = image
 
-    def span(self, loc: int = -1):
+    def span(self, loc: int = -1, frame=None):
+        """The span of the op being recorded: span index ``loc``, else the
+        lowered line that called it, looked for from ``frame`` (the op's
+        caller, when the recorder knows it) or from the sink's caller up."""
         image = self.image
         if image is None:
             return None
@@ -98,7 +101,7 @@ class SourceLines:
             if loc not in spans:
                 spans[loc] = image.span(loc)
             return spans[loc]
-        f = sys._getframe(2)
+        f = frame if frame is not None else sys._getframe(2)
         while f is not None and f.f_code.co_filename != image.filename:
             f = f.f_back
         if f is None:
