@@ -21,6 +21,10 @@ plain op of the same name does, with less work:
   a page fault per 4 KiB on first touch -- far more than the arithmetic.
 * **one pass for a stored result**: ``pl.store(pl.add(a, b), ...)`` adds
   straight into the stored region.
+* **accumulations in place**: ``acc = pl.add(acc, x)`` steps between
+  ``acc``'s binding and ``pl.store(acc, ...)`` compute into the stored region
+  where the lowering proved that no read can tell (``accum_*``; the proof is
+  in ``lower/sites.py``), so the store has nothing left to copy.
 
 Anything these paths do not cover (valid extents, mixed dtypes, scalars,
 clamping) goes through the plain op, so semantics stay the plain op's.  The
@@ -34,6 +38,7 @@ from sys import getrefcount
 import numpy as np
 
 from .regions import region_index
+from ....errors import RuntimeFault
 from ...values import Tile, WindowView
 
 # the elementwise ops with a call-site path, by the index the lowering emits
@@ -82,6 +87,47 @@ class Site:
         if len(pool) < POOL:
             pool.append(t)
         return t
+
+
+# below this an accumulation's steps make new tiles: the store's copy of a
+# region under a page costs less than finding the region once per pass
+ACCUM_MIN = 4096
+
+
+class Accumulation:
+    """An accumulation that may compute into the region its store writes
+    (``SiteOps.accum_begin``): the output, the store's offsets, the tensors
+    the steps read, and the region's tile for the (shape, dtype) of the
+    latest step (``key``; ``tile`` False where the path is declined -- the
+    steps then make new tiles and the store copies, reporting whatever the
+    plain store reports)."""
+
+    __slots__ = ("output", "offsets", "reads", "key", "tile")
+
+    def __init__(self, output, offsets, reads):
+        self.output, self.offsets, self.reads = output, offsets, reads
+        self.key = self.tile = None
+
+    def region(self, key):
+        """The region's tile for steps of ``key`` = (shape, dtype), or False."""
+        self.key, self.tile = key, False
+        shape, dtype = key
+        a = self.output.local if type(self.output) is WindowView else self.output
+        if not isinstance(a, np.ndarray) or len(shape) > a.ndim or a.dtype != dtype:
+            return False
+        for t in self.reads:
+            # a window's local array stands for every read of this rank's
+            # copy (a remote load of this rank's own copy included)
+            r = t.local if type(t) is WindowView else t
+            if isinstance(r, np.ndarray) and np.may_share_memory(a, r):
+                return False
+        try:
+            dst = a[region_index(a, self.offsets, shape, "pl.store region")]
+        except RuntimeFault:
+            return False
+        if dst.shape == shape:
+            self.tile = dst.view(Tile)
+        return self.tile
 
 
 _SCALARS = (int, float)     # a Python scalar operand: numpy's weak promotion keeps the dtype
@@ -167,6 +213,37 @@ class SiteOps:
                           None, 0)
 
 
+    def accum_begin(self, site, offsets, output_tensor, reads):
+        """The handle of an accumulation ending in ``pl.store(acc, offsets,
+        output_tensor)``; ``reads``: the tensors its steps read.  Nothing is
+        checked here: a step of a small tile never asks."""
+        return Accumulation(output_tensor, offsets, reads)
+
+    def accum_at(self, site, op, lhs, rhs, acc):
+        """A step ``acc = <op>(lhs, rhs)`` of an accumulation: into the stored
+        region where ``acc`` (``accum_begin``) has one for these operands."""
+        if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
+                rhs.valid is None and lhs.shape == rhs.shape and lhs.dtype == rhs.dtype and \
+                lhs.nbytes >= ACCUM_MIN and acc is not None:
+            key = (lhs.shape, lhs.dtype)
+            dst = acc.tile if key == acc.key else acc.region(key)
+            if dst is not False:
+                # an operand that is the region itself (the previous step's
+                # result) overlaps the output exactly: numpy gives the
+                # elementwise values as if it did not
+                BINARY_UFUNCS[op](lhs, rhs, out=dst)
+                return dst
+        return self.binary_at(site, op, lhs, rhs)
+
+    def accum_store_at(self, site, tile, offsets, output_tensor, acc):
+        """The store ending an accumulation: nothing to copy where the last
+        step computed into the region (the same output, offsets and shape:
+        the lowering proved none of them changed in between)."""
+        if acc is not None and tile is acc.tile:
+            return output_tensor
+        return self.store_at(site, tile, offsets, output_tensor, None, 0)
+
+
 class PlainPaths:
     """The call-site methods of a recording context that must not take the
     fast paths: each runs the plain op, which the recorder records, so its
@@ -188,3 +265,12 @@ class PlainPaths:
     def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
         return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
                           None, 0)
+
+    def accum_begin(self, site, offsets, output_tensor, reads):
+        return None
+
+    def accum_at(self, site, op, lhs, rhs, acc):
+        return getattr(self, BINARY_NAMES[op])(lhs, rhs)
+
+    def accum_store_at(self, site, tile, offsets, output_tensor, acc):
+        return self.store(tile, offsets, output_tensor, None, 0)
