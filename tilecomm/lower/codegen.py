@@ -22,7 +22,7 @@ from ..ir.types import ArrayType, Dim, TensorType, is_static
 from ..ops.check import const_value
 from ..ir.kinds import HOST, INCORE, SUBWORKER
 from .dumps import DumpTables
-from .sites import BINARY, LOADS, SitePlan, scan_function
+from .sites import BINARY, LOADS, SitePlan, plain_store, scan_function
 from ..runtime.rank.context import RankContext
 
 _CMP_PY = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -297,6 +297,14 @@ class FunctionEmitter:
                 return (f"_rt.store_binary_at({sites.next_site()}, {BINARY[self.impl_of(tile)]}, "
                         f"{self.e(tile.args['lhs'])}, {self.e(tile.args['rhs'])}, "
                         f"{self.e(x.args['offsets'])}, {self.e(x.args['output_tensor'])})")
+            if isinstance(tile, N.Call) and self.impl_of(tile) is RankContext.load and \
+                    id(tile) in sites.views and plain_store(x):
+                # a copy from region to region: one call instead of two
+                load_site = sites.next_site()
+                return (f"_rt.copy_at({load_site}, {sites.next_site()}, "
+                        f"{self.e(tile.args['tensor'])}, {self.e(tile.args['offsets'])}, "
+                        f"{self.e(tile.args['shapes'])}, {self.e(x.args['offsets'])}, "
+                        f"{self.e(x.args['output_tensor'])})")
             if id(x) in sites.accum_store:
                 return (f"_rt.accum_store_at({sites.next_site()}, {self.e(tile)}, "
                         f"{self.e(x.args['offsets'])}, {self.e(x.args['output_tensor'])}, "

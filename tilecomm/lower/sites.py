@@ -41,6 +41,11 @@ def _is_zero(e) -> bool:
     return isinstance(e, N.Const) and not e.value
 
 
+def plain_store(call) -> bool:
+    """A ``pl.store`` call without a shape or atomic mode."""
+    return _is_none(call.args.get("shapes")) and _is_zero(call.args.get("atomic"))
+
+
 def pure(e, impl_of) -> bool:
     if e is None or isinstance(e, (N.Const, N.Var)):
         return True

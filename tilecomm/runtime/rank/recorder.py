@@ -512,6 +512,11 @@ class RecordingRankContext(RankContext):
         return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
                           None, 0)
 
+    def copy_at(self, site, site2, tensor, offsets, shapes, dst_offsets, output_tensor):
+        # the load, then the store: two events, as written
+        return self.store_at(site2, self.load_at(site, True, tensor, offsets, shapes),
+                             dst_offsets, output_tensor)
+
     # an accumulation computed in place records its steps and its store as
     # written: the same events, with the same regions, as when they copy
     def accum_at(self, site, op, lhs, rhs, acc):

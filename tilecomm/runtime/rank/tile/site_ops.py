@@ -89,11 +89,6 @@ class Site:
         return t
 
 
-# below this an accumulation's steps make new tiles: the store's copy of a
-# region under a page costs less than finding the region once per pass
-ACCUM_MIN = 4096
-
-
 class Accumulation:
     """An accumulation that may compute into the region its store writes
     (``SiteOps.accum_begin``): the output, the store's offsets, the tensors
@@ -183,6 +178,33 @@ class SiteOps:
                 return output_tensor
         return self.store(tile, offsets, output_tensor, shapes, atomic)
 
+    def copy_at(self, site, site2, tensor, offsets, shapes, dst_offsets, output_tensor):
+        """``pl.store(pl.load(tensor, offsets, shapes), dst_offsets,
+        output_tensor)`` where the lowering proved the load a view: one copy
+        from region to region, both checked once per site (the load's
+        first, as the two ops would).  Sites ``site`` and ``site2`` are the
+        load's and the store's."""
+        a = tensor.local if type(tensor) is WindowView else tensor
+        d = output_tensor.local if type(output_tensor) is WindowView else output_tensor
+        s = self.sites.get(site) or self._new_site(site)
+        key = (a.shape, offsets, shapes, d.shape, dst_offsets)
+        if key != s.key:
+            src = a[region_index(a, offsets, shapes, "pl.load region")]
+            s.idx = None
+            if getattr(a, "valid", None) is None and src.ndim <= d.ndim and \
+                    src.dtype == d.dtype:
+                di = region_index(d, dst_offsets, src.shape, "pl.store region")
+                if d[di].shape == src.shape:
+                    s.idx = (region_index(a, offsets, shapes, "pl.load region"), di)
+            s.key = key
+        if s.idx is None:                           # the two call-site forms, as written
+            return self.store_at(site2, self.load_at(site, True, tensor, offsets, shapes),
+                                 dst_offsets, output_tensor)
+        si, di = s.idx
+        # same dtype, same shape: plain element assignment copies exactly
+        d[di] = a[si]
+        return output_tensor
+
     def binary_at(self, site, op, lhs, rhs):
         if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
                 rhs.valid is None and lhs.shape == rhs.shape and lhs.dtype == rhs.dtype:
@@ -215,8 +237,22 @@ class SiteOps:
 
     def accum_begin(self, site, offsets, output_tensor, reads):
         """The handle of an accumulation ending in ``pl.store(acc, offsets,
-        output_tensor)``; ``reads``: the tensors its steps read.  Nothing is
-        checked here: a step of a small tile never asks."""
+        output_tensor)``; ``reads``: the tensors its steps read.  The rank's
+        own thread keeps it for the dispatch (``accums``, emptied when the
+        dispatch is done: it holds the output, which must not outlive the
+        dispatch's arguments), so a loop around the accumulation finds its
+        region and makes its tile once; a task's thread makes one each time."""
+        if self.agent is None:
+            a = self.accums.get(site)
+            if a is not None and a.output is output_tensor and a.offsets == offsets and \
+                    len(a.reads) == len(reads):
+                for x, y in zip(a.reads, reads):
+                    if x is not y:
+                        break
+                else:
+                    return a
+            a = self.accums[site] = Accumulation(output_tensor, offsets, reads)
+            return a
         return Accumulation(output_tensor, offsets, reads)
 
     def accum_at(self, site, op, lhs, rhs, acc):
@@ -224,7 +260,7 @@ class SiteOps:
         region where ``acc`` (``accum_begin``) has one for these operands."""
         if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
                 rhs.valid is None and lhs.shape == rhs.shape and lhs.dtype == rhs.dtype and \
-                lhs.nbytes >= ACCUM_MIN and acc is not None:
+                acc is not None:
             key = (lhs.shape, lhs.dtype)
             dst = acc.tile if key == acc.key else acc.region(key)
             if dst is not False:
@@ -265,6 +301,9 @@ class PlainPaths:
     def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
         return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
                           None, 0)
+
+    def copy_at(self, site, site2, tensor, offsets, shapes, dst_offsets, output_tensor):
+        return self.store(self.load(tensor, offsets, shapes), dst_offsets, output_tensor)
 
     def accum_begin(self, site, offsets, output_tensor, reads):
         return None
