@@ -419,8 +419,13 @@ def futex_round_trip(n: int) -> float:
             if me == 0:
                 theirs.value = i
                 futex(nr, addrs[1], wake_op, one, none, none, none)
-            while mine.value != i:       # FUTEX_WAIT returns at once if the word moved on
-                futex(nr, addrs[me], wait_op, ctypes.c_long(mine.value), none, none, none)
+            while True:
+                seen = mine.value
+                if seen == i:
+                    break
+                # sleeps only while the word still holds what was just read: a
+                # store and wake between the read and the call make it return
+                futex(nr, addrs[me], wait_op, ctypes.c_long(seen), none, none, none)
             if me == 1:
                 theirs.value = i
                 futex(nr, addrs[0], wake_op, one, none, none, none)
