@@ -92,21 +92,22 @@ class Site:
 class Accumulation:
     """An accumulation that may compute into the region its store writes
     (``SiteOps.accum_begin``): the output, the store's offsets, the tensors
-    the steps read, and the region's tile for the (shape, dtype) of the
-    latest step (``key``; ``tile`` False where the path is declined -- the
-    steps then make new tiles and the store copies, reporting whatever the
-    plain store reports)."""
+    the steps read, and ``tile``, the region as a plain array for steps of
+    ``shape`` / ``dtype`` (False where the path is declined -- the steps
+    then make new tiles and the store copies, reporting whatever the plain
+    store reports).  The region is a plain array, not a ``Tile``: a ufunc
+    writing into a subclass costs a third more at small sizes, and only the
+    next step and the final store ever see it (the lowering's proof)."""
 
-    __slots__ = ("output", "offsets", "reads", "key", "tile")
+    __slots__ = ("output", "offsets", "reads", "shape", "dtype", "tile")
 
     def __init__(self, output, offsets, reads):
         self.output, self.offsets, self.reads = output, offsets, reads
-        self.key = self.tile = None
+        self.shape = self.dtype = self.tile = None
 
-    def region(self, key):
-        """The region's tile for steps of ``key`` = (shape, dtype), or False."""
-        self.key, self.tile = key, False
-        shape, dtype = key
+    def region(self, shape, dtype):
+        """The region's array for steps of ``shape`` / ``dtype``, or False."""
+        self.shape, self.dtype, self.tile = shape, dtype, False
         a = self.output.local if type(self.output) is WindowView else self.output
         if not isinstance(a, np.ndarray) or len(shape) > a.ndim or a.dtype != dtype:
             return False
@@ -121,7 +122,7 @@ class Accumulation:
         except RuntimeFault:
             return False
         if dst.shape == shape:
-            self.tile = dst.view(Tile)
+            self.tile = dst.view(np.ndarray)
         return self.tile
 
 
@@ -258,17 +259,24 @@ class SiteOps:
     def accum_at(self, site, op, lhs, rhs, acc):
         """A step ``acc = <op>(lhs, rhs)`` of an accumulation: into the stored
         region where ``acc`` (``accum_begin``) has one for these operands."""
-        if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
-                rhs.valid is None and lhs.shape == rhs.shape and lhs.dtype == rhs.dtype and \
-                acc is not None:
-            key = (lhs.shape, lhs.dtype)
-            dst = acc.tile if key == acc.key else acc.region(key)
-            if dst is not False:
-                # an operand that is the region itself (the previous step's
-                # result) overlaps the output exactly: numpy gives the
-                # elementwise values as if it did not
-                BINARY_UFUNCS[op](lhs, rhs, out=dst)
-                return dst
+        if acc is not None:
+            t = acc.tile
+            if (lhs is t or type(lhs) is Tile and lhs.valid is None) and \
+                    (rhs is t or type(rhs) is Tile and rhs.valid is None) and \
+                    lhs.shape == rhs.shape and lhs.dtype == rhs.dtype:
+                if lhs.shape != acc.shape or lhs.dtype != acc.dtype:
+                    t = acc.region(lhs.shape, lhs.dtype)
+                if t is not False:
+                    # an operand that is the region itself (the previous
+                    # step's result) overlaps the output exactly: numpy gives
+                    # the elementwise values as if it did not
+                    BINARY_UFUNCS[op](lhs, rhs, out=t)
+                    return t
+            # the copying step takes tiles: the region as one
+            if lhs is acc.tile:
+                lhs = lhs.view(Tile)
+            if rhs is acc.tile:
+                rhs = rhs.view(Tile)
         return self.binary_at(site, op, lhs, rhs)
 
     def accum_store_at(self, site, tile, offsets, output_tensor, acc):
