@@ -12,6 +12,7 @@ nothing here asserts speed.
     python bench/bench_protocols.py --transport copy # tilecomm rows on the copy transport
     python bench/bench_protocols.py --no-anchors
     python bench/bench_protocols.py --rounds 3      # keep each cell's best of 3 rounds
+    python bench/bench_protocols.py --no-prepared   # without the prepared-call row
 
 The protocols (2 ranks, FP32, one [1, cols] row per rank; every round leaves
 y = the sum of every rank's x, checked against numpy after every call):
@@ -30,6 +31,11 @@ y = the sum of every rank's x, checked against numpy after every call):
   step pulling the left neighbour's chunk with remote_load after its notify
   (one counter cell per rank, +1 per step), framed by the two barriers.
 
+Beside them: a prepared 2-rank call of a trivial program on kept persistent
+windows (the median of many calls, from the caller's side), next to the bare
+futex wake round trip of two processes measured in the same round -- the
+physical floor of a call that wakes its ranks and sleeps until they are done.
+
 Method.  As bench_collectives.py: a kernel runs one round before its loop
 (touching the call's fresh windows) and then N rounds in a `pl.range` loop,
 on a prepared worker; the per-round time is (t_N - t_0) / N, best of
@@ -47,6 +53,7 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -70,7 +77,8 @@ NR = 2
 TRANSPORT = "shm"               # set once from --transport, before anything runs
 
 # (bytes per rank, N full, N quick, target ratio to MPICH)
-SIZES = [(8, 5_000, 1_500, 4.0), (MiB, 200, 60, 1.5), (16 * MiB, 20, 6, 1.5)]
+SIZES = [(8, 5_000, 1_500, 3.0), (MiB, 200, 60, 1.0), (16 * MiB, 20, 6, 1.2)]
+TARGET_PREPARED_S = 50e-6       # a prepared call on kept persistent windows
 PROTOCOLS = ("mesh", "store", "put", "ring")
 
 
@@ -361,6 +369,87 @@ def time_mpich(python: str, sizes: list, repeats: int, budget: float):
         f"{anchor.column} {anchor.version}"
 
 
+# =========================================================================== prepared call
+def time_prepared(calls: int) -> list:
+    """Wall time of each of ``calls`` prepared 2-rank calls of a trivial program
+    (each rank adds 1 to a cell of its window) on kept persistent windows,
+    after a warm-up: the whole round trip of a call from the caller's side."""
+    from kernels import trivial_main                    # bench/kernels.py
+    compiled = trivial_main.compile(1, config=config())
+    out = []
+    with compiled.prepare(persistent=True, reset_persistent_windows=False) as rt:
+        for _ in range(max(50, calls // 10)):
+            rt(1)
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            rt(1)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
+
+
+def futex_round_trip(n: int) -> float:
+    """Seconds per round trip of two processes that each sleep in FUTEX_WAIT
+    until the other stores the next value into its word and calls
+    FUTEX_WAKE: what waking a sleeping process and being woken back costs on
+    this machine, the floor of any call that wakes its ranks and sleeps
+    until they are done.  Minimal on purpose: ctypes, no spinning, no
+    yielding (the runtime's waits spin and yield first; this does not)."""
+    import ctypes
+    import mmap
+    if _SYS_FUTEX is None:
+        raise OSError(f"no futex syscall number for {os.uname().machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    # syscall() is variadic: every argument passed as a full long
+    futex = libc.syscall
+    nr, wait_op, wake_op, one, none = (ctypes.c_long(_SYS_FUTEX), ctypes.c_long(0),
+                                       ctypes.c_long(1), ctypes.c_long(1), ctypes.c_long(0))
+    m = mmap.mmap(-1, 4096)               # MAP_SHARED: one page in both processes
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    words = (ctypes.c_int.from_address(base), ctypes.c_int.from_address(base + 64))
+    addrs = (ctypes.c_void_p(base), ctypes.c_void_p(base + 64))
+
+    def run(me):
+        mine, theirs = words[me], words[1 - me]
+        t0 = time.perf_counter()
+        for i in range(1, n + 1):
+            if me == 0:
+                theirs.value = i
+                futex(nr, addrs[1], wake_op, one, none, none, none)
+            while True:
+                seen = mine.value
+                if seen == i:
+                    break
+                # sleeps only while the word still holds what was just read: a
+                # store and wake between the read and the call make it return
+                futex(nr, addrs[me], wait_op, ctypes.c_long(seen), none, none, none)
+            if me == 1:
+                theirs.value = i
+                futex(nr, addrs[0], wake_op, one, none, none, none)
+        return time.perf_counter() - t0
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            run(1)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        took = run(0)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        words = addrs = None
+        del run
+    if status != 0:
+        raise RuntimeError("the futex round-trip child failed")
+    return took / n
+
+
 def fmt_bytes(n: int) -> str:
     return f"{n} B" if n < KiB else f"{n // MiB} MiB" if n >= MiB else f"{n // KiB} KiB"
 
@@ -376,6 +465,8 @@ def parse_args(argv=None):
                     help="a Python with mpi4py whose MPICH mpiexec sits next to it (default "
                          "$TILECOMM_BENCH_MPI_PYTHON's first entry, else this interpreter)")
     ap.add_argument("--no-anchors", action="store_true", help="tilecomm rows only")
+    ap.add_argument("--no-prepared", action="store_true",
+                    help="leave out the prepared call and its futex round trip")
     ap.add_argument("--rounds", type=int, metavar="R",
                     help="run everything R times and keep each cell's best (default 2; 1 "
                          "with --quick)")
@@ -444,12 +535,26 @@ def main(argv=None) -> int:
                 if better(kept.get((name, nbytes), (None,))[0], t):
                     kept[name, nbytes] = (t, probe)
 
+    prepared: list = []             # per round: (median call, best call, futex round trip)
+
+    def prepared_part():
+        if args.no_prepared:
+            return
+        probe = cpu_probe()
+        futex = min(futex_round_trip(2000 if args.quick else 5000) for _ in range(3))
+        ts = time_prepared(500 if args.quick else 2000)
+        med = statistics.median(ts)
+        log(f"prepared call: median {fmt_s(med)}, best {fmt_s(min(ts))}; futex round trip "
+            f"{fmt_s(futex)} ({probe:.2f} cores free)")
+        prepared.append((med, min(ts), futex, probe, len(ts)))
+
     # other load on a shared machine comes and goes: each cell keeps its best
     # over the rounds, and the order alternates
     for rnd in range(args.rounds):
         log(f"round {rnd + 1} of {args.rounds}")
         for part in (tilecomm_part, anchor_part) if rnd % 2 else (anchor_part, tilecomm_part):
             part()
+        prepared_part()
 
     rows = []
     for name in protocols:
@@ -468,6 +573,15 @@ def main(argv=None) -> int:
                             fmt_us(t) if isinstance(t, float) else t,
                             fmt_us(mpi) if isinstance(mpi, float) else str(mpi),
                             f"≤ {target:g}× MPICH" if judged else "— (info)", result))
+    if prepared:
+        # the round whose median was lowest, with the futex round trip measured beside it
+        med, best, futex, probe, k = min(prepared)
+        rows.append(Row(f"prepared 2-rank trivial call, persistent windows kept (median of {k}; "
+                        f"best {fmt_us(best)}; {probe:.2f} cores free)", fmt_us(med),
+                        f"futex wake round trip, 2 processes: {fmt_us(futex)}",
+                        f"≤ {fmt_us(TARGET_PREPARED_S)}",
+                        ("pass" if med <= TARGET_PREPARED_S else "MISS") +
+                        f" ({med / futex:.1f}× the round trip)"))
     total = time.perf_counter() - start
 
     print()

@@ -22,7 +22,7 @@ from ..ir.types import ArrayType, Dim, TensorType, is_static
 from ..ops.check import const_value
 from ..ir.kinds import HOST, INCORE, SUBWORKER
 from .dumps import DumpTables
-from .sites import BINARY, LOADS, SitePlan, calls_in, scan_function
+from .sites import BINARY, LOADS, SitePlan, calls_in, plain_store, scan_function
 from ..runtime.rank.context import RankContext
 
 # the implementations that build an asynchronous put's session
@@ -122,6 +122,14 @@ class FunctionEmitter:
     def s_Assign(self, s, ind):
         lhs = ", ".join(s.targets) if len(s.targets) > 1 else s.targets[0]
         self.emit(f"{lhs} = {self.e(s.value)}", ind, s.span)
+        accum = self.sites.accum_begin.get(id(s)) if self.sites is not None else None
+        if accum is not None:
+            # the accumulation's steps compute into the region its store writes
+            # (lower/sites.py); the handle is None where the runtime declines
+            handle, store, reads = accum
+            self.emit(f"{handle} = _rt.accum_begin({self.sites.next_site()}, "
+                      f"{self.e(store.args['offsets'])}, {self.e(store.args['output_tensor'])}, "
+                      f"({''.join(r + ', ' for r in reads)}))", ind, s.span)
 
     def s_StoreIndex(self, s, ind):
         tgt = s.target
@@ -294,6 +302,10 @@ class FunctionEmitter:
             args = ", ".join(self.e(x.args[p]) for p in x.record.runtime_params())
             view = id(x) in sites.views
             return f"_rt.{impl.__name__}_at({sites.next_site()}, {view}, {args})"
+        if impl in BINARY and id(x) in sites.accum_steps:
+            return (f"_rt.accum_at({sites.next_site()}, {BINARY[impl]}, "
+                    f"{self.e(x.args['lhs'])}, {self.e(x.args['rhs'])}, "
+                    f"{sites.accum_steps[id(x)]})")
         if impl in BINARY:
             return (f"_rt.binary_at({sites.next_site()}, {BINARY[impl]}, "
                     f"{self.e(x.args['lhs'])}, {self.e(x.args['rhs'])})")
@@ -304,6 +316,18 @@ class FunctionEmitter:
                 return (f"_rt.store_binary_at({sites.next_site()}, {BINARY[self.impl_of(tile)]}, "
                         f"{self.e(tile.args['lhs'])}, {self.e(tile.args['rhs'])}, "
                         f"{self.e(x.args['offsets'])}, {self.e(x.args['output_tensor'])})")
+            if isinstance(tile, N.Call) and self.impl_of(tile) is RankContext.load and \
+                    id(tile) in sites.views and plain_store(x):
+                # a copy from region to region: one call instead of two
+                load_site = sites.next_site()
+                return (f"_rt.copy_at({load_site}, {sites.next_site()}, "
+                        f"{self.e(tile.args['tensor'])}, {self.e(tile.args['offsets'])}, "
+                        f"{self.e(tile.args['shapes'])}, {self.e(x.args['offsets'])}, "
+                        f"{self.e(x.args['output_tensor'])})")
+            if id(x) in sites.accum_store:
+                return (f"_rt.accum_store_at({sites.next_site()}, {self.e(tile)}, "
+                        f"{self.e(x.args['offsets'])}, {self.e(x.args['output_tensor'])}, "
+                        f"{sites.accum_store[id(x)]})")
             args = ", ".join(self.e(x.args[p]) for p in x.record.runtime_params())
             return f"_rt.store_at({sites.next_site()}, {args})"
         return None

@@ -41,6 +41,11 @@ def _is_zero(e) -> bool:
     return isinstance(e, N.Const) and not e.value
 
 
+def plain_store(call) -> bool:
+    """A ``pl.store`` call without a shape or atomic mode."""
+    return _is_none(call.args.get("shapes")) and _is_zero(call.args.get("atomic"))
+
+
 def pure(e, impl_of) -> bool:
     if e is None or isinstance(e, (N.Const, N.Var)):
         return True
@@ -65,6 +70,13 @@ class SitePlan:
         self.views: set = set()          # id() of load calls lowered as views
         self.fusable: set = set()        # id() of stores of an elementwise result
         self.scanned: set = set()        # id() of calls already looked at
+        # accumulations computed in place (see "accumulations" below), by id():
+        # the statement binding the accumulator -> (its handle's name, the
+        # store call, names of the tensors read in between); each step's
+        # elementwise call and the final store call -> the handle's name
+        self.accum_begin: dict = {}
+        self.accum_steps: dict = {}
+        self.accum_store: dict = {}
 
     def scan_once(self, call, impl_of) -> None:
         """Scan the outermost call of an expression (emitted before what is
@@ -249,8 +261,188 @@ def _scan_named(plan: SitePlan, blocks, total: dict, impl_of) -> None:
             _scan_named(plan, _stmt_exprs(s)[1], total, impl_of)
 
 
+# ------------------------------------------------------------------ accumulations
+# ``acc = <anything>``, then a stretch of statements that neither write nor
+# synchronise, in which ``acc`` is only ever rebound as ``acc = <op>(acc, X)``
+# (or ``<op>(X, acc)``) for an elementwise ``<op>`` and pure ``X``, then
+# ``pl.store(acc, offsets, out)``: every step may compute straight into the
+# stored region R of ``out`` instead of a new tile, and the store then has
+# nothing left to copy.  What could tell the two apart is a read of R
+# between the first step and the store:
+#
+# * by this rank through ``acc``: each step reads ``acc`` -- the latest value,
+#   which is what R holds (numpy gives the same values when an operand
+#   overlaps the output); ``acc`` is named nowhere else in the function, so
+#   no other name holds it and nothing reads it after the store;
+# * by this rank through another name: the only reads in the stretch are its
+#   loads (pure expressions read nothing else), and the tensors they read are
+#   names the stretch does not rebind, listed for the runtime, which takes
+#   the path only if none of them shares memory with ``out``
+#   (``SiteOps.accum_begin``; remote loads of this rank's own copy read the
+#   memory of the window's local array, which that check covers);
+# * by a peer (``out`` a window): the stretch has no synchronisation, so a
+#   peer's read is ordered neither before nor after the store's write
+#   unless it is ordered outside the whole stretch -- a race either way, as
+#   with a copy.
+#
+# ``offsets`` and ``out`` must be constants or names the stretch does not
+# bind: the runtime takes the region at the first step, and it must be the
+# store's.  Anything else keeps the copying steps.
+
+def _binds(s) -> set:
+    """Names a statement of a quiet stretch binds (its own and nested)."""
+    out = set()
+    if isinstance(s, N.Assign):
+        out.update(s.targets)
+    if isinstance(s, N.For):
+        out.add(s.var)
+        out.update(s.carried)
+        out.update(s.yield_targets)
+    for blk in _stmt_exprs(s)[1]:
+        for b in blk:
+            out |= _binds(b)
+    return out
+
+
+def _step(s, name, impl_of):
+    """The elementwise call of ``name = <op>(name, X)`` / ``<op>(X, name)``, or None."""
+    if not (isinstance(s, N.Assign) and list(s.targets) == [name] and isinstance(s.value, N.Call)
+            and impl_of(s.value) in BINARY):
+        return None
+    lhs, rhs = s.value.args["lhs"], s.value.args["rhs"]
+    for acc, other in ((lhs, rhs), (rhs, lhs)):
+        if isinstance(acc, N.Var) and acc.name == name and pure(other, impl_of) and \
+                not any(isinstance(x, N.Var) and x.name == name for x in _walk(other)):
+            return s.value
+    return None
+
+
+def _stretch(s, name, impl_of, steps: list) -> bool:
+    """``s`` may stand between the binding of ``name`` and its store: quiet,
+    naming ``name`` only in accumulation steps (collected in ``steps``)."""
+    call = _step(s, name, impl_of)
+    if call is not None:
+        steps.append(call)
+        return True
+    def clean(e):                     # pure, and not naming the accumulator
+        return pure(e, impl_of) and not any(isinstance(x, N.Var) and x.name == name
+                                            for x in _walk(e))
+    if isinstance(s, N.Assign):
+        return name not in s.targets and clean(s.value)
+    if isinstance(s, N.ExprStmt):
+        return clean(s.expr)
+    if isinstance(s, N.If):
+        return clean(s.cond) and \
+            all(_stretch(b, name, impl_of, steps) for blk in _live(s) for b in blk)
+    if type(s) is N.For:
+        return not s.carried and s.kind == "range" and s.var != name and \
+            all(clean(e) for e in (s.start, s.stop, s.step)) and \
+            all(_stretch(b, name, impl_of, steps) for b in s.body)
+    return False
+
+
+def _accum_store(s, name, impl_of):
+    """The call of a final ``pl.store(name, offsets, out)`` whole and plain, or None."""
+    e = s.value if isinstance(s, N.Assign) else s.expr if isinstance(s, N.ExprStmt) else None
+    if not (isinstance(e, N.Call) and impl_of(e) is RankContext.store):
+        return None
+    tile, offs, out = e.args["tile"], e.args["offsets"], e.args["output_tensor"]
+    if not (isinstance(tile, N.Var) and tile.name == name and isinstance(out, N.Var) and
+            _is_none(e.args.get("shapes")) and _is_zero(e.args.get("atomic"))):
+        return None
+    items = offs.items if isinstance(offs, (N.ListExpr, N.TupleExpr)) else None
+    if items is None or not all(isinstance(o, (N.Const, N.Var)) for o in items):
+        return None
+    return e
+
+
+_FOLD = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _constant(e):
+    """(True, value) of a condition fixed at compile time -- a constant, or a
+    comparison of constants (a closure's value against a literal) -- else
+    (False, None)."""
+    if isinstance(e, N.Const):
+        return True, e.value
+    if isinstance(e, N.Compare) and isinstance(e.left, N.Const) and \
+            isinstance(e.right, N.Const) and e.op in _FOLD:
+        return True, _FOLD[e.op](e.left.value, e.right.value)
+    return False, None
+
+
+def _live(s):
+    """The blocks of ``If`` ``s`` that may run."""
+    fixed, value = _constant(s.cond)
+    if fixed:
+        return [s.body] if value else [s.orelse]
+    return [s.body, s.orelse]
+
+
+def _tensors_read(stmts, impl_of):
+    """The tensor operand of every load in ``stmts`` (in blocks that may
+    run), or None if one is not a name."""
+    names = []
+    for s in stmts:
+        exprs, blocks = _stmt_exprs(s)
+        if isinstance(s, N.If):
+            blocks = _live(s)
+        for e in exprs:
+            for x in _walk(e):
+                if isinstance(x, N.Call) and impl_of(x) in LOADS:
+                    t = x.args[x.record.runtime_params()[0]]
+                    if not isinstance(t, N.Var):
+                        return None
+                    if t.name not in names:
+                        names.append(t.name)
+        for blk in blocks:
+            inner = _tensors_read(blk, impl_of)
+            if inner is None:
+                return None
+            names += [n for n in inner if n not in names]
+    return names
+
+
+def _scan_accum(plan: SitePlan, blocks, total, impl_of) -> None:
+    for blk in blocks:
+        for i, s in enumerate(blk):
+            if isinstance(s, N.Assign) and len(s.targets) == 1:
+                _accum_at(plan, blk, i, s.targets[0], total, impl_of)
+            _scan_accum(plan, _stmt_exprs(s)[1], total, impl_of)
+
+
+def _accum_at(plan: SitePlan, blk, i, name, total, impl_of) -> None:
+    steps: list = []
+    for last in range(i + 1, len(blk)):
+        store = _accum_store(blk[last], name, impl_of)
+        if store is not None:
+            break
+        if not _stretch(blk[last], name, impl_of, steps):
+            return
+    else:
+        return
+    between = blk[i + 1:last]
+    if not steps or sum(_mentions(b, name) for b in blk[i:last + 1]) != total(name):
+        return
+    bound = set().union(*(_binds(b) for b in between))
+    out = store.args["output_tensor"].name
+    offs = store.args["offsets"].items
+    reads = _tensors_read(between, impl_of)
+    if reads is None or out in reads or out in bound or \
+            any(isinstance(o, N.Var) and o.name in bound | {name} for o in offs) or \
+            any(r in bound for r in reads):
+        return
+    handle = f"_acc{len(plan.accum_begin)}"
+    plan.accum_begin[id(blk[i])] = (handle, store, reads)
+    for c in steps:
+        plan.accum_steps[id(c)] = handle
+    plan.accum_store[id(store)] = handle
+
+
 def scan_function(plan: SitePlan, fn, impl_of) -> None:
-    """Mark the named loads of ``fn`` that may be views."""
+    """Mark the named loads of ``fn`` that may be views and the accumulations
+    that may compute in place."""
     counts: dict = {}
 
     def total(name):
@@ -258,3 +450,4 @@ def scan_function(plan: SitePlan, fn, impl_of) -> None:
             counts[name] = sum(_mentions(s, name) for s in fn.body)
         return counts[name]
     _scan_named(plan, [fn.body], total, impl_of)
+    _scan_accum(plan, [fn.body], total, impl_of)

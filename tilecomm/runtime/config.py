@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ConfigError, user_span
 from ..transport import TRANSPORTS
@@ -106,6 +107,15 @@ class RankKnobs:
     cores: int
     task_window: int | None
 
+
+
+class CallChecks(NamedTuple):
+    """``RunConfig.checks()``: ``races`` and ``poison`` as ``races_enabled`` /
+    ``poison_enabled`` say, ``trace_dir`` as ``trace_dir``."""
+
+    races: bool
+    poison: bool
+    trace_dir: str | None
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -232,6 +242,18 @@ class RunConfig:
         if self.distributed_config is not None:
             kw["distributed_config"] = self.distributed_config
         return kw
+
+    def checks(self) -> "CallChecks":
+        """What one call with this config checks and where it traces, the
+        environment read once: a call asks several times, and every read of
+        the environment costs microseconds."""
+        env = from_env()
+        return CallChecks(
+            self.detect_races if self.detect_races is not None else
+            bool(env.get("detect_races")),
+            self.poison_windows if self.poison_windows is not None else
+            bool(env.get("poison_windows")),
+            env.get("trace_dir"))
 
     @property
     def races_enabled(self) -> bool:

@@ -79,7 +79,7 @@ def share_arguments(run, args, executable):
     # RunConfig.poison_windows: a tensor passed only as pl.Out starts as the
     # sentinel (runtime/poison.py), not as the caller's values
     poisoned = set()
-    if run.config.poison_enabled:
+    if run.checks.poison:
         directions = {}
         for a, direction in zip(args, _directions(executable)):
             arr = None if isinstance(a, Resident) else to_numpy(a)

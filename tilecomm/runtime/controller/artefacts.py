@@ -50,15 +50,18 @@ class RunArtefacts:
     earlier: tuple = ()                 # the race logs of that history's calls before it
 
     @classmethod
-    def begin(cls, executable, config, control, logs: str = "", explore=None, history=None):
-        made = cls._begin(executable, config, control, logs, explore)
+    def begin(cls, executable, config, control, logs: str = "", explore=None, history=None,
+              checks=None):
+        """``checks``: ``config.checks()`` if the caller has it already."""
+        made = cls._begin(executable, config, control, logs, explore,
+                          checks if checks is not None else config.checks())
         if history is not None and made is not None and made.settings.races is not None:
             made.history = history
             made.earlier = history.join(made.settings.races)
         return made
 
     @classmethod
-    def _begin(cls, executable, config, control, logs: str = "", explore=None):
+    def _begin(cls, executable, config, control, logs, explore, checks):
         """Before the run touches any rank: None when ``config`` asks for no
         artefact and no race check, and the run is not explored (the common
         case); otherwise clear the stale output (a directory that cannot be
@@ -67,7 +70,7 @@ class RunArtefacts:
         are, so whatever sweeps a dead caller's segments sweeps them too).
         ``explore``: an explored run's plan (``schedule``, ``limit``; its
         ``steps`` are set when the run ends)."""
-        races = config.races_enabled
+        races = checks.races
         if explore is not None and not control.sequences:
             raise ConfigError("an explored run needs every rank on one machine (its ranks take "
                               "turns through the shared control block)", code="TC604")
@@ -82,13 +85,13 @@ class RunArtefacts:
         steps = None if explore is None else (f"{logs}-steps", tuple(explore.schedule),
                                               explore.limit, tuple(explore.picks))
         poison = None
-        if config.poison_enabled:
+        if checks.poison:
             # the windows the run may poison (runtime/poison.py): a run with
             # none records nothing for it
             candidates = frozenset(b.id for b in executable.prog.buffers
                                    if SIGNAL_DTYPE not in b.dtypes)
             poison = (f"{logs}-poison", candidates) if candidates else None
-        trace_dir = config.trace_dir
+        trace_dir = checks.trace_dir
         if not config.dfx_enabled and not trace_dir:
             if not races and steps is None and poison is None:
                 return None

@@ -102,7 +102,7 @@ class HostRuntime(ValueOps, HostCollectives):
             raise RuntimeFault(f"window buffer '{rec.name}' size must be positive; got {nbytes}",
                                code="TC503")
         devices = tuple(sorted(rec.devices))
-        poisoned = dtype if self.call.config.poison_enabled and \
+        poisoned = dtype if self.call.checks.poison and \
             poison.data_window(rec, dtype) else None
         names = self.call.allocate_window(nbytes, devices, rec.name, poisoned)
         buf = WindowBuffer(buf_id, rec.name, nbytes, devices, names)

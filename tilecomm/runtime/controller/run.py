@@ -97,6 +97,7 @@ class Run:
         self.callbacks = callbacks or {}     # SubWorker name -> bound callback
         self.executable = executable
         self.config = config
+        self.checks = config.checks()        # the environment read once per call
         self.world = executable.world
         self.owner = ranks.owner
         self.call_id = next_id()
@@ -126,7 +127,7 @@ class Run:
         # before anything touches the ranks
         self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control,
                                             S.log_path(self.owner, self.call_id, "log"),
-                                            self.explore, self.race_history)
+                                            self.explore, self.race_history, self.checks)
         try:
             self.prepare(idle, reset_control)
             host_vals, copies = self.share(args)

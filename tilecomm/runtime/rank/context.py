@@ -74,6 +74,7 @@ class RankContext(KernelOps, RankCollectives, TaskOps, AsyncTransfers):
         self.configure(config.rank_knobs())
         self.func_id = 0
         self.sites: dict = {}            # call site -> tile.site_ops.Site
+        self.accums: dict = {}           # call site -> site_ops.Accumulation, per dispatch
         if transport is not None:
             # bound once: the notify / satisfied-wait path is one dict lookup
             # plus one of these calls
@@ -185,6 +186,8 @@ class RankContext(KernelOps, RankCollectives, TaskOps, AsyncTransfers):
     def dispatch_done(self, seq: int) -> None:
         """Publish that this rank completed its dispatch number ``seq`` (for
         the ranks whose dispatches wait on it)."""
+        if self.accums:
+            self.accums.clear()          # they hold the dispatch's arguments
         self.control.publish_done(self.device, seq)
 
     def wait_dispatch(self, rank: int, seq: int):

@@ -577,11 +577,27 @@ class RecordingRankContext(RankContext):
         return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
                           None, 0)
 
+    def copy_at(self, site, site2, tensor, offsets, shapes, dst_offsets, output_tensor):
+        # the load, then the store: two events, as written
+        return self.store_at(site2, self.load_at(site, True, tensor, offsets, shapes),
+                             dst_offsets, output_tensor)
 
-def _site(ctx, method, at, lead, args):
-    """A call-site form of ``RankContext.<method>`` recorded as that op."""
+    # an accumulation computed in place records its steps and its store as
+    # written: the same events, with the same regions, as when they copy
+    def accum_at(self, site, op, lhs, rhs, acc):
+        return _site(self, BINARY_NAMES[op], RankContext.accum_at, (site, op), (lhs, rhs),
+                     (acc,))
+
+    def accum_store_at(self, site, tile, offsets, output_tensor, acc):
+        return _site(self, "store", RankContext.accum_store_at, (site,),
+                     (tile, offsets, output_tensor), (acc,), 3)
+
+
+def _site(ctx, method, at, lead, args, tail=(), width=None):
+    """A call-site form of ``RankContext.<method>`` recorded as that op:
+    ``at(ctx, *lead, *<the op's first width arguments>, *tail)``."""
     if ctx._inside:
-        return at(ctx, *lead, *args)
+        return at(ctx, *lead, *args, *tail)
     plain = getattr(RankContext, method)
     params, defaults = _SITE_SIGS.get(method) or _SITE_SIGS.setdefault(method,
                                                                       _signature(plain))
@@ -589,12 +605,12 @@ def _site(ctx, method, at, lead, args):
     a = _full(args, {}, params, defaults, method)
     r = ctx._rec
     if r.skip_private and _private(ctx, plan, a):
-        return at(ctx, *lead, *args)
+        return at(ctx, *lead, *args, *tail)
     ev = Event(OP, _named(names)(a), params, a, -1, plan)
     ev.caller = sys._getframe(2)            # past the call-site method
 
-    def run(c, *a):
-        return at(c, *lead, *a)
+    def run(c, *a):                     # a: the plain op's full argument list
+        return at(c, *lead, *a[:width], *tail)
 
     return _run(ctx, ev, run, r.before_op, r.after_op, r.failed_op)
 
@@ -615,7 +631,7 @@ class PlainSitesRecordingRankContext(RecordingRankContext):
 
 
 for _name, _fn in vars(PlainPaths).items():
-    if _name.endswith("_at"):
+    if _name.endswith("_at") or _name == "accum_begin":
         setattr(PlainSitesRecordingRankContext, _name, _fn)
 
 

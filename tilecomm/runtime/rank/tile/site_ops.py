@@ -21,6 +21,10 @@ plain op of the same name does, with less work:
   a page fault per 4 KiB on first touch -- far more than the arithmetic.
 * **one pass for a stored result**: ``pl.store(pl.add(a, b), ...)`` adds
   straight into the stored region.
+* **accumulations in place**: ``acc = pl.add(acc, x)`` steps between
+  ``acc``'s binding and ``pl.store(acc, ...)`` compute into the stored region
+  where the lowering proved that no read can tell (``accum_*``; the proof is
+  in ``lower/sites.py``), so the store has nothing left to copy.
 
 Anything these paths do not cover (valid extents, mixed dtypes, scalars,
 clamping) goes through the plain op, so semantics stay the plain op's.  The
@@ -34,6 +38,7 @@ from sys import getrefcount
 import numpy as np
 
 from .regions import region_index
+from ....errors import RuntimeFault
 from ...values import Tile, WindowView
 
 # the elementwise ops with a call-site path, by the index the lowering emits
@@ -82,6 +87,43 @@ class Site:
         if len(pool) < POOL:
             pool.append(t)
         return t
+
+
+class Accumulation:
+    """An accumulation that may compute into the region its store writes
+    (``SiteOps.accum_begin``): the output, the store's offsets, the tensors
+    the steps read, and ``tile``, the region as a plain array for steps of
+    ``shape`` / ``dtype`` (False where the path is declined -- the steps
+    then make new tiles and the store copies, reporting whatever the plain
+    store reports).  The region is a plain array, not a ``Tile``: a ufunc
+    writing into a subclass costs a third more at small sizes, and only the
+    next step and the final store ever see it (the lowering's proof)."""
+
+    __slots__ = ("output", "offsets", "reads", "shape", "dtype", "tile")
+
+    def __init__(self, output, offsets, reads):
+        self.output, self.offsets, self.reads = output, offsets, reads
+        self.shape = self.dtype = self.tile = None
+
+    def region(self, shape, dtype):
+        """The region's array for steps of ``shape`` / ``dtype``, or False."""
+        self.shape, self.dtype, self.tile = shape, dtype, False
+        a = self.output.local if type(self.output) is WindowView else self.output
+        if not isinstance(a, np.ndarray) or len(shape) > a.ndim or a.dtype != dtype:
+            return False
+        for t in self.reads:
+            # a window's local array stands for every read of this rank's
+            # copy (a remote load of this rank's own copy included)
+            r = t.local if type(t) is WindowView else t
+            if isinstance(r, np.ndarray) and np.may_share_memory(a, r):
+                return False
+        try:
+            dst = a[region_index(a, self.offsets, shape, "pl.store region")]
+        except RuntimeFault:
+            return False
+        if dst.shape == shape:
+            self.tile = dst.view(np.ndarray)
+        return self.tile
 
 
 _SCALARS = (int, float)     # a Python scalar operand: numpy's weak promotion keeps the dtype
@@ -137,6 +179,33 @@ class SiteOps:
                 return output_tensor
         return self.store(tile, offsets, output_tensor, shapes, atomic)
 
+    def copy_at(self, site, site2, tensor, offsets, shapes, dst_offsets, output_tensor):
+        """``pl.store(pl.load(tensor, offsets, shapes), dst_offsets,
+        output_tensor)`` where the lowering proved the load a view: one copy
+        from region to region, both checked once per site (the load's
+        first, as the two ops would).  Sites ``site`` and ``site2`` are the
+        load's and the store's."""
+        a = tensor.local if type(tensor) is WindowView else tensor
+        d = output_tensor.local if type(output_tensor) is WindowView else output_tensor
+        s = self.sites.get(site) or self._new_site(site)
+        key = (a.shape, offsets, shapes, d.shape, dst_offsets)
+        if key != s.key:
+            src = a[region_index(a, offsets, shapes, "pl.load region")]
+            s.idx = None
+            if getattr(a, "valid", None) is None and src.ndim <= d.ndim and \
+                    src.dtype == d.dtype:
+                di = region_index(d, dst_offsets, src.shape, "pl.store region")
+                if d[di].shape == src.shape:
+                    s.idx = (region_index(a, offsets, shapes, "pl.load region"), di)
+            s.key = key
+        if s.idx is None:                           # the two call-site forms, as written
+            return self.store_at(site2, self.load_at(site, True, tensor, offsets, shapes),
+                                 dst_offsets, output_tensor)
+        si, di = s.idx
+        # same dtype, same shape: plain element assignment copies exactly
+        d[di] = a[si]
+        return output_tensor
+
     def binary_at(self, site, op, lhs, rhs):
         if type(lhs) is Tile and type(rhs) is Tile and lhs.valid is None and \
                 rhs.valid is None and lhs.shape == rhs.shape and lhs.dtype == rhs.dtype:
@@ -167,6 +236,58 @@ class SiteOps:
                           None, 0)
 
 
+    def accum_begin(self, site, offsets, output_tensor, reads):
+        """The handle of an accumulation ending in ``pl.store(acc, offsets,
+        output_tensor)``; ``reads``: the tensors its steps read.  The rank's
+        own thread keeps it for the dispatch (``accums``, emptied when the
+        dispatch is done: it holds the output, which must not outlive the
+        dispatch's arguments), so a loop around the accumulation finds its
+        region and makes its tile once; a task's thread makes one each time."""
+        if self.agent is None:
+            a = self.accums.get(site)
+            if a is not None and a.output is output_tensor and a.offsets == offsets and \
+                    len(a.reads) == len(reads):
+                for x, y in zip(a.reads, reads):
+                    if x is not y:
+                        break
+                else:
+                    return a
+            a = self.accums[site] = Accumulation(output_tensor, offsets, reads)
+            return a
+        return Accumulation(output_tensor, offsets, reads)
+
+    def accum_at(self, site, op, lhs, rhs, acc):
+        """A step ``acc = <op>(lhs, rhs)`` of an accumulation: into the stored
+        region where ``acc`` (``accum_begin``) has one for these operands."""
+        if acc is not None:
+            t = acc.tile
+            if (lhs is t or type(lhs) is Tile and lhs.valid is None) and \
+                    (rhs is t or type(rhs) is Tile and rhs.valid is None) and \
+                    lhs.shape == rhs.shape and lhs.dtype == rhs.dtype:
+                if lhs.shape != acc.shape or lhs.dtype != acc.dtype:
+                    t = acc.region(lhs.shape, lhs.dtype)
+                if t is not False:
+                    # an operand that is the region itself (the previous
+                    # step's result) overlaps the output exactly: numpy gives
+                    # the elementwise values as if it did not
+                    BINARY_UFUNCS[op](lhs, rhs, out=t)
+                    return t
+            # the copying step takes tiles: the region as one
+            if lhs is acc.tile:
+                lhs = lhs.view(Tile)
+            if rhs is acc.tile:
+                rhs = rhs.view(Tile)
+        return self.binary_at(site, op, lhs, rhs)
+
+    def accum_store_at(self, site, tile, offsets, output_tensor, acc):
+        """The store ending an accumulation: nothing to copy where the last
+        step computed into the region (the same output, offsets and shape:
+        the lowering proved none of them changed in between)."""
+        if acc is not None and tile is acc.tile:
+            return output_tensor
+        return self.store_at(site, tile, offsets, output_tensor, None, 0)
+
+
 class PlainPaths:
     """The call-site methods of a recording context that must not take the
     fast paths: each runs the plain op, which the recorder records, so its
@@ -188,3 +309,15 @@ class PlainPaths:
     def store_binary_at(self, site, op, lhs, rhs, offsets, output_tensor):
         return self.store(getattr(self, BINARY_NAMES[op])(lhs, rhs), offsets, output_tensor,
                           None, 0)
+
+    def copy_at(self, site, site2, tensor, offsets, shapes, dst_offsets, output_tensor):
+        return self.store(self.load(tensor, offsets, shapes), dst_offsets, output_tensor)
+
+    def accum_begin(self, site, offsets, output_tensor, reads):
+        return None
+
+    def accum_at(self, site, op, lhs, rhs, acc):
+        return getattr(self, BINARY_NAMES[op])(lhs, rhs)
+
+    def accum_store_at(self, site, tile, offsets, output_tensor, acc):
+        return self.store(tile, offsets, output_tensor, None, 0)
