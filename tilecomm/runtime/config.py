@@ -247,7 +247,7 @@ class RunConfig:
         """What one call with this config checks and where it traces, the
         environment read once: a call asks several times, and every read of
         the environment costs microseconds."""
-        env = from_env()
+        env = checks_from_env()
         return CallChecks(
             self.detect_races if self.detect_races is not None else
             bool(env.get("detect_races")),
@@ -260,14 +260,14 @@ class RunConfig:
         """Whether a call with this config checks for data races."""
         if self.detect_races is not None:
             return self.detect_races
-        return bool(from_env().get("detect_races"))
+        return bool(checks_from_env().get("detect_races"))
 
     @property
     def poison_enabled(self) -> bool:
         """Whether a call with this config poisons its windows and outputs."""
         if self.poison_windows is not None:
             return self.poison_windows
-        return bool(from_env().get("poison_windows"))
+        return bool(checks_from_env().get("poison_windows"))
 
     def resolved_lint(self, world: int = 1) -> str:
         """What the protocol lint does when this config compiles a program of
@@ -286,7 +286,7 @@ class RunConfig:
     def trace_dir(self) -> str | None:
         """Where every call's trace is also written ($TILECOMM_TRACE, which
         ``tilecomm run --trace DIR`` sets): tracing is then on for every call."""
-        return from_env().get("trace_dir")
+        return checks_from_env().get("trace_dir")
 
     def resolved_transport(self) -> str:
         if self.transport is not None:
@@ -397,7 +397,8 @@ def _check_dfx(cfg) -> None:
 
 
 def from_env() -> dict:
-    """The only place environment variables are read."""
+    """The only place environment variables are read (with ``checks_from_env``,
+    its part)."""
     out = {}
     if os.environ.get("TILECOMM_CACHE_DIR"):
         out["cache_dir"] = os.environ["TILECOMM_CACHE_DIR"]
@@ -405,6 +406,31 @@ def from_env() -> dict:
         out["transport"] = os.environ["TILECOMM_TRANSPORT"]
     elif any(os.environ.get(v) for v in MPI_LAUNCHER_VARS):
         out["transport"] = MPI_TRANSPORT            # under mpiexec: the MPI backend
+    out.update(checks_from_env())
+    budget = os.environ.get("TILECOMM_EXPLORE_BUDGET", "")
+    if budget:
+        out["explore_budget"] = _explore_budget(budget)
+    lint = os.environ.get("TILECOMM_LINT", "")
+    if lint and lint not in LINT_MODES:
+        raise ConfigError(f"TILECOMM_LINT must be one of {list(LINT_MODES)}, got {lint!r}",
+                          code="TC402")
+    if lint:
+        out["lint"] = lint
+    if os.environ.get("TILECOMM_MPI_POOL_MB"):
+        out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
+    if os.environ.get("TILECOMM_MPI_LOST_S"):
+        out["mpi_lost_s"] = os.environ["TILECOMM_MPI_LOST_S"]
+    if os.environ.get("TILECOMM_MPI_DIRECT") == "0":
+        out["mpi_direct"] = False       # no shared-memory window: every access an RMA call
+    return out
+
+
+def checks_from_env() -> dict:
+    """The part of ``from_env`` every call reads (``RunConfig.checks``): the
+    race check, poisoned windows and the trace directory -- three variables,
+    not all of them (a lookup of an unset variable costs about half a
+    microsecond, on the path of a prepared call)."""
+    out = {}
     races = os.environ.get("TILECOMM_DETECT_RACES", "")
     if races not in ("", "0", "1"):
         raise ConfigError(f"TILECOMM_DETECT_RACES must be 0 or 1, got {races!r}", code="TC402")
@@ -416,23 +442,9 @@ def from_env() -> dict:
                           code="TC402")
     if poison == "1":
         out["poison_windows"] = True
-    budget = os.environ.get("TILECOMM_EXPLORE_BUDGET", "")
-    if budget:
-        out["explore_budget"] = _explore_budget(budget)
-    lint = os.environ.get("TILECOMM_LINT", "")
-    if lint and lint not in LINT_MODES:
-        raise ConfigError(f"TILECOMM_LINT must be one of {list(LINT_MODES)}, got {lint!r}",
-                          code="TC402")
-    if lint:
-        out["lint"] = lint
-    if os.environ.get("TILECOMM_TRACE"):
-        out["trace_dir"] = os.environ["TILECOMM_TRACE"]
-    if os.environ.get("TILECOMM_MPI_POOL_MB"):
-        out["mpi_pool_mb"] = os.environ["TILECOMM_MPI_POOL_MB"]
-    if os.environ.get("TILECOMM_MPI_LOST_S"):
-        out["mpi_lost_s"] = os.environ["TILECOMM_MPI_LOST_S"]
-    if os.environ.get("TILECOMM_MPI_DIRECT") == "0":
-        out["mpi_direct"] = False       # no shared-memory window: every access an RMA call
+    trace = os.environ.get("TILECOMM_TRACE")
+    if trace:
+        out["trace_dir"] = trace
     return out
 
 
