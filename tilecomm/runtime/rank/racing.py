@@ -389,12 +389,7 @@ class RaceLog(Sink):
             if event[0] == ACCESS:
                 self.gather(thread, event)
                 return
-            # the thread synchronises: what it gathered goes first
-            gathered = self.gathered.pop(thread, None)
-            if gathered:
-                for same in gathered.values():
-                    for g in same:
-                        self.append(g.event())
+            self.flush(thread)          # the thread synchronises: what it gathered first
             self.append(event)
 
     def gather(self, thread, event: tuple) -> None:
@@ -434,6 +429,12 @@ class RaceLog(Sink):
             same.remove(g)
             self.append(g.event())
 
+    def flush(self, thread) -> None:
+        """Log what ``thread`` gathered (under ``lock``)."""
+        for same in self.gathered.pop(thread, {}).values():
+            for g in same:
+                self.append(g.event())
+
     def append(self, event: tuple) -> None:
         self.events.append(event)
         if len(self.events) >= SPILL_EVENTS:
@@ -448,10 +449,8 @@ class RaceLog(Sink):
         """The run ended on this rank: the rest of the events, then the names
         of the windows they name."""
         with self.lock:
-            for gathered in self.gathered.values():
-                for same in gathered.values():
-                    self.events.extend(g.event() for g in same)
-            self.gathered = {}
+            for thread in list(self.gathered):
+                self.flush(thread)
             self._spill()
             with open(self.path, "ab") as f:
                 pickle.dump(self.names, f, protocol=pickle.HIGHEST_PROTOCOL)

@@ -87,8 +87,12 @@ class UnwrittenReads(Sink):
         self.starts = [w[0] for w in self.windows]
 
     def tracks(self, ctx, addr) -> bool:
+        return self._window_at(addr) is not None
+
+    def _window_at(self, addr):
+        """The window copy (``windows`` entry) holding ``addr``, if any."""
         i = bisect_right(self.starts, addr) - 1
-        return i >= 0 and addr < self.windows[i][1]
+        return self.windows[i] if i >= 0 and addr < self.windows[i][1] else None
 
     # ------------------------------------------------------------ the stream
     def after_op(self, ctx, ev) -> None:
@@ -104,10 +108,10 @@ class UnwrittenReads(Sink):
         if not isinstance(region, np.ndarray) or region.size == 0 or not self.windows:
             return
         addr = address(region)
-        i = bisect_right(self.starts, addr) - 1
-        if i < 0 or addr >= self.windows[i][1]:
+        found = self._window_at(addr)
+        if found is None:
             return
-        lo, hi, bid, owner, name, shape, dtype = self.windows[i]
+        lo, hi, bid, owner, name, shape, dtype = found
         if region.dtype != dtype:
             return
         mask = poisoned(region)
