@@ -15,6 +15,7 @@ would have shown).  A load whose tile is bound to a name stays a copy."""
 from __future__ import annotations
 
 from ..ir import nodes as N
+from ..ir import walk
 from ..runtime.rank.context import RankContext
 from ..runtime.rank.tile.site_ops import BINARY_NAMES
 
@@ -287,21 +288,8 @@ def _scan_named(plan: SitePlan, blocks, total: dict, impl_of) -> None:
 #
 # ``offsets`` and ``out`` must be constants or names the stretch does not
 # bind: the runtime takes the region at the first step, and it must be the
-# store's.  Anything else keeps the copying steps.
-
-def _binds(s) -> set:
-    """Names a statement of a quiet stretch binds (its own and nested)."""
-    out = set()
-    if isinstance(s, N.Assign):
-        out.update(s.targets)
-    if isinstance(s, N.For):
-        out.add(s.var)
-        out.update(s.carried)
-        out.update(s.yield_targets)
-    for blk in _stmt_exprs(s)[1]:
-        for b in blk:
-            out |= _binds(b)
-    return out
+# store's (``walk.assigned`` finds what it binds).  Anything else keeps the
+# copying steps.
 
 
 def _step(s, name, impl_of):
@@ -425,7 +413,7 @@ def _accum_at(plan: SitePlan, blk, i, name, total, impl_of) -> None:
     between = blk[i + 1:last]
     if not steps or sum(_mentions(b, name) for b in blk[i:last + 1]) != total(name):
         return
-    bound = set().union(*(_binds(b) for b in between))
+    bound = walk.assigned(between)
     out = store.args["output_tensor"].name
     offs = store.args["offsets"].items
     reads = _tensors_read(between, impl_of)
