@@ -268,6 +268,52 @@ def test_wait_releases_the_gil(seg):
     assert result == [(True, 1)]
 
 
+def test_await_readable_polls_for_its_window_then_reports_nothing():
+    r, w = os.pipe()
+    try:
+        t = time.monotonic()
+        assert nc.await_readable(r, 20_000_000) is False
+        assert time.monotonic() - t >= 0.019          # it polled the whole window
+        assert nc.await_readable(r, 0) is False
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_await_readable_sees_a_write_made_while_it_polls_and_releases_the_gil():
+    r, w = os.pipe()
+    try:
+        # the writer runs while the poller is inside the native call: only
+        # possible if the call released the GIL
+        writer = threading.Timer(0.05, lambda: os.write(w, b"x"))
+        writer.start()
+        assert nc.await_readable(r, 30 * SEC) is True
+        writer.join()
+        assert os.read(r, 1) == b"x"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_await_readable_reports_a_hung_up_channel():
+    r, w = os.pipe()
+    os.close(w)
+    try:
+        assert nc.await_readable(r, 30 * SEC) is True     # EOF is for the reader to see
+        assert os.read(r, 1) == b""
+    finally:
+        os.close(r)
+
+
+def test_await_readable_rejects_bad_arguments():
+    with pytest.raises(OverflowError):
+        nc.await_readable(-1, 0)
+    with pytest.raises(OverflowError):
+        nc.await_readable(0, -5)
+    with pytest.raises(TypeError):
+        nc.await_readable(0.5, 0)
+
+
 def test_wait_is_interruptible_by_signals(seg):
     class Interrupted(Exception):
         pass

@@ -16,13 +16,15 @@ def _dispatch(seq):
     return M.Dispatch(image_key=1, fname="f", seq=seq, args=(seq,), deps=(), loc=0)
 
 
-@pytest.fixture
-def channel():
+@pytest.fixture(params=[0, 2_000_000], ids=["blocking", "polling-first"])
+def channel(request):
+    """(the controller's end, a factory of inboxes on the rank's end), the
+    inbox either blocking in its reads at once or polling first."""
     a, b = Pipe(duplex=True)
     inboxes = []
 
     def make():
-        inboxes.append(Inbox(b))
+        inboxes.append(Inbox(b, request.param))
         return inboxes[-1]
     yield a, make
     a.close()
@@ -87,3 +89,34 @@ def test_a_closed_channel_is_disconnected(channel):
     inbox = make()
     ctl.close()
     assert isinstance(inbox.next(), M.Disconnected)
+
+
+def test_a_message_sent_while_the_inbox_polls_is_read():
+    """An idle inbox that polls before blocking neither loses nor reorders a
+    run written during its window or after it (it then blocks in the read)."""
+    a, b = Pipe(duplex=True)
+    inbox = Inbox(b, 50_000_000)
+    try:
+        for delay in (0.0, 0.01, 0.1):       # inside the window, and after it
+            run = [_dispatch(1), M.EndRun()]
+            timer = threading.Timer(delay, M.send, (a, M.Batch(tuple(run))))
+            timer.start()
+            assert [inbox.next(), inbox.next()] == run
+            timer.join()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_idle_rank_polls_only_when_it_has_a_cpu_and_a_pipe(monkeypatch):
+    from types import SimpleNamespace
+    from tilecomm.runtime.rank import loop
+
+    def setup(world, forked=True, spin_iters=2000):
+        return SimpleNamespace(world=world, forked=forked,
+                               config=SimpleNamespace(spin_iters=spin_iters))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert loop.idle_spin_ns(setup(2)) == loop.IDLE_SPIN_NS > 0
+    assert loop.idle_spin_ns(setup(3)) == 0              # more ranks than CPUs
+    assert loop.idle_spin_ns(setup(2, forked=False)) == 0   # an MPI process's channel
+    assert loop.idle_spin_ns(setup(2, spin_iters=0)) == 0   # waits asked not to spin

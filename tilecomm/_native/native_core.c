@@ -10,6 +10,7 @@
  *   load_i32, load_i64, store_i64                 (sequentially consistent)
  *   notify_i32 / wait_i32                         (signal cells + futex sleep)
  *   futex_wake
+ *   await_readable                                (poll a descriptor, yielding)
  *   atomic_add_2d                                 (typed element-wise atomic +=)
  *
  * ABI.  The encodings shared with Python -- notify ops, wait comparisons and
@@ -42,6 +43,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
@@ -641,6 +643,51 @@ static PyObject *py_futex_wake(PyObject *self, PyObject *const *args, Py_ssize_t
     return PyLong_FromLong(r);
 }
 
+/*
+ * await_readable: poll one descriptor without blocking, yielding the CPU
+ * between polls, for up to window_ns.  A rank that has just finished a run
+ * calls it before it blocks in a read of its channel: on a virtual machine a
+ * process blocked on a CPU the hypervisor has halted wakes tens of
+ * microseconds after the write that readies it, while one that keeps its CPU
+ * busy (yielding to whatever else is runnable there) sees the message at its
+ * next poll.  True once the descriptor is readable or hung up.
+ */
+static PyObject *py_await_readable(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+#define FN "await_readable"
+    int fd;
+    long long window_ns;
+    if (check_nargs(FN, nargs, 2) < 0)
+        return NULL;
+    ARG_LL(0, "fd", 0, INT_MAX, fd);
+    ARG_LL(1, "window_ns", 0, LLONG_MAX, window_ns);
+#undef FN
+    int ready = 0, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t end = mono_ns() + window_ns;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    for (;;) {
+        int r = poll(&pfd, 1, 0);
+        if (r > 0) {
+            ready = 1;
+            break;
+        }
+        if (r < 0 && errno != EINTR) {
+            err = errno;
+            break;
+        }
+        if (mono_ns() >= end)
+            break;
+        sched_yield();
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyBool_FromLong(ready);
+}
+
 /* ------------------------------------------------------------------------ */
 /* float16 / bfloat16 conversions                                           */
 /* ------------------------------------------------------------------------ */
@@ -974,6 +1021,10 @@ static PyMethodDef methods[] = {
              "that did not within timeout_ns."),
     FASTCALL(futex_wake, "futex_wake(addr, n) -> int\n\nWake up to n (n < 0: all) futex "
                          "waiters on addr; returns how many were woken."),
+    FASTCALL(await_readable,
+             "await_readable(fd, window_ns) -> bool\n\n"
+             "Poll fd for input without blocking, yielding the CPU between polls, for up\n"
+             "to window_ns; True once it is readable or hung up.  The GIL is released."),
     FASTCALL(atomic_add_2d,
              "atomic_add_2d(dst_addr, dst_row_stride_bytes, src_addr, src_row_stride_bytes,\n"
              "              rows, cols, dtype_code) -> None\n\n"

@@ -23,6 +23,14 @@ the channel to the pump, which reads until it has queued the end of a run and
 then hands it back.  Handing a message over costs a thread wake-up and a GIL
 hand-off on the rank's critical path; reading directly costs neither.
 
+Before the main thread blocks in a read of the channel it may poll it for a
+short window, yielding its CPU between polls (``idle_spin_ns``): a prepared
+worker called in a loop sends the next run within tens of microseconds, and
+a process blocked on a CPU that went idle wakes that long again after the
+write on a virtual machine (the hypervisor halted the CPU), while a polling
+one sees the message at once.  The rank decides whether to poll
+(``loop.idle_spin_ns``).
+
 Only the main thread decides who owns the channel (``_pumping``), and the
 pump ends every turn with a ``_HANDBACK`` marker in the queue, after every
 message it read: the main thread reads the channel itself only after it
@@ -34,6 +42,7 @@ import queue
 import threading
 from collections import deque
 
+from ... import _native_core as native
 from .. import messages as M
 
 _HANDBACK = object()        # the pump's last item of a turn: the channel is the main thread's
@@ -47,8 +56,9 @@ class Inbox:
     """The rank side of its channel: ``next()`` returns the next message, a
     ``messages.Disconnected`` once the controller went away."""
 
-    def __init__(self, conn):
+    def __init__(self, conn, idle_spin_ns: int = 0):
         self._conn = conn
+        self._spin_ns = idle_spin_ns         # > 0 only for a channel with a descriptor
         self._ready: deque = deque()         # read by the main thread, not yet taken
         self._queue: queue.SimpleQueue = queue.SimpleQueue()    # read by the pump
         self._pumping = False                # the pump owns the channel (main thread only)
@@ -70,6 +80,8 @@ class Inbox:
                     self._pumping = False
                     continue
                 return msg
+            if self._spin_ns:
+                native.await_readable(self._conn.fileno(), self._spin_ns)
             batch = self._read()
             if not _ends_run(batch):         # more of this run may be on its way
                 self._start_pump()

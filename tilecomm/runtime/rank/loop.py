@@ -23,6 +23,12 @@ from ..values import HostRef, WindowRef, WindowView
 
 _PR_SET_PDEATHSIG = 1
 
+# How long an idle rank polls its channel before it blocks in a read
+# (``inbox.py``): long enough to cover a prepared call's return to the
+# caller and the caller's next call, short enough that a worker left idle
+# stops using its CPU at once.
+IDLE_SPIN_NS = 300_000
+
 
 class RankSetup(NamedTuple):
     """What a rank's process takes from the controller's set of ranks
@@ -49,6 +55,16 @@ def _die_with_parent():
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def idle_spin_ns(setup: RankSetup) -> int:
+    """How long this rank polls its channel when idle: only a forked rank's
+    pipe can be polled, waits that do not spin (``spin_iters=0``) ask for no
+    polling either, and with more ranks than CPUs the pollers would take
+    the CPU from the ranks and the caller that have work."""
+    if not setup.forked or setup.config.spin_iters == 0:
+        return 0
+    return IDLE_SPIN_NS if setup.world <= len(os.sched_getaffinity(0)) else 0
 
 
 def rank_main(rank: int, setup: RankSetup, conn) -> int:
@@ -83,7 +99,8 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
     # are resolved once for the worker's lifetime, not once per dispatch
     views = {} if setup.persistent else None
     rc = RankContext(rank, setup.world, control, transport, setup.config)
-    inbox = Inbox(conn)                     # see inbox.py: who reads the channel, and when
+    # see inbox.py: who reads the channel, and when
+    inbox = Inbox(conn, idle_spin_ns(setup))
     setup.serving(rank, rc, inbox)
     finished = False                        # between the end of a run and the next one
     dfx = None                              # this run's artefacts, when its config asks
