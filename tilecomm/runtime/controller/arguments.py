@@ -169,6 +169,9 @@ class ArgumentPool:
             seg.close()
 
     def give_back(self, segments) -> None:
+        """``segments`` in the order a run took them: the next run of the same
+        sizes takes each back for the same argument (``take`` pops the last),
+        so its host tensors are where the last run's were (``plans.py``)."""
         with self._lock:
-            for seg in segments:
+            for seg in reversed(segments):
                 self._free.setdefault(seg.size, []).append(seg)

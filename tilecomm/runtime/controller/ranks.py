@@ -15,6 +15,7 @@ from . import forking
 from .backend import backend_class
 from .monitor import wake_blocked
 from .persistent import PersistentDomains
+from .plans import CallPlans
 
 __all__ = ["ABORT_GRACE_S", "Ranks", "next_id"]
 
@@ -63,6 +64,8 @@ class Ranks:
         self.persistent: PersistentDomains | None = None
         # a prepared worker's argument segments, reused across runs
         self.arguments = ArgumentPool(self.new_segment) if pool_arguments else None
+        # what repeated calls on kept windows send again (plans.py)
+        self.plans = CallPlans()
         # segments named so live as long as these ranks (ranks may keep them mapped)
         self.own_prefix = f"{S.segment_name(self.owner, self.id, 0)[:-1]}"
         try:

@@ -10,8 +10,10 @@ A call is a ``Run``.  Its phases are its methods, called in this order:
 ``share``      host tensors copied into shared segments (``arguments``)
 ``start``      the ranks started if they are not, the transport's run begun,
                artefacts announced to the ranks
-``orchestrate`` the HOST orchestrator runs (``orchestrator.HostRuntime``);
-               its dispatches go out in batches of ``BATCH_MESSAGES``
+``orchestrate`` the HOST orchestrator runs (``orchestrator.HostRuntime``),
+               or a prepared worker's repeated call sends what it sent the
+               last time (``plans.py``); dispatches go out in batches of
+               ``BATCH_MESSAGES``
 ``end``        every rank told the run is over (``EndRun``), and a last
                call's ``Shutdown``
 ``watch``      failures, deaths, quiescence, until every rank finished the
@@ -115,6 +117,7 @@ class Run:
         # these as notifiers, not every device a dispatch site could reach
         self.dispatched: dict = {}
         self.sent_all = False
+        self._recording = None              # what the orchestrator sends, while a plan records
 
     # ------------------------------------------------------------ first half
     def begin(self, args: list, last: bool = False, idle: bool = True,
@@ -176,7 +179,19 @@ class Run:
             ranks.knobs = knobs
 
     def orchestrate(self, host_vals: list):
-        """Run the HOST orchestrator; its result (in shared values)."""
+        """Run the HOST orchestrator, or replay its plan for these inputs;
+        its result (in shared values)."""
+        plans = self.ranks.plans
+        key = plans.key(self, host_vals)
+        if key is not None:
+            plan = plans.find(key, self.executable)
+            if plan is not None:
+                result = plan.replay(self, host_vals)
+                plans.replays += 1
+                self.sent_all = True
+                return result
+            self._recording = []
+            base = self.ranks.seq
         exe = self.executable
         hr = HostRuntime(self)
         try:
@@ -189,6 +204,9 @@ class Run:
             raise
         self.ranks.seq = hr.seq            # dispatch numbers continue in the next run
         self.sent_all = True
+        if key is not None:
+            sent, self._recording = self._recording, None
+            plans.record(key, self, base, sent, result, host_vals)
         return result
 
     def end(self, last: bool) -> None:
@@ -305,6 +323,8 @@ class Run:
         return names
 
     def send(self, rank: int, msg) -> None:
+        if self._recording is not None:
+            self._recording.append((rank, msg))
         box = self._outbox[rank]
         box.append(msg)
         if len(box) >= BATCH_MESSAGES:

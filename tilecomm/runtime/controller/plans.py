@@ -1,0 +1,143 @@
+"""Recorded call plans: a prepared worker's repeated call sends the
+dispatches its HOST orchestrator sent the last time, without running it.
+
+A HOST orchestrator is a function of what it is given: the program, the
+world, the call's checks, and its arguments -- the shared host tensors
+(which segment, where in it, shape, strides, element type) and the scalars'
+values.  It cannot read a tensor's elements (TC503), and on kept persistent
+windows every ``alloc_window_buffer`` returns the same window of the same
+program.  So when a call of a prepared worker on kept windows sees the same
+arguments as an earlier one, it would send the same dispatches again, with
+one difference: dispatch numbers continue across runs, so every number (its
+own and those of the dispatches it depends on) is shifted by how many
+dispatches that rank ran since.
+
+The first such call runs the orchestrator and records what it sent
+(``CallPlan``); a later call whose key matches sends the recorded dispatches
+renumbered (``CallPlan.replay``).  The orchestrator then costs a few
+microseconds, not one Python call per host op, on the path of every small
+call.
+
+A run records nothing when its orchestrator could do more than send
+dispatches or its key cannot say everything it depends on: fresh windows
+(new segments every run), host intermediates (``pl.create_tensor``: new
+segments), SubWorkers (the caller's code runs in the middle), run
+artefacts, race checks, poisoned windows or an explored schedule (each
+needs the orchestrator's own events), hosts reached over RMA (segments are
+exposed as dispatches first name them), and arguments other than shared
+host tensors and plain scalars.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..messages import Dispatch
+from ..values import address
+from .orchestrator import HostTensor, PlacedTensor
+
+__all__ = ["CallPlan", "CallPlans"]
+
+_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
+
+
+class CallPlan:
+    """What one orchestrator run sent, numbered from ``base`` (each rank's
+    last dispatch number before it)."""
+
+    __slots__ = ("executable", "base", "sends", "counts", "buffers", "dispatched", "result")
+
+
+    def __init__(self, executable, base, sends, after, buffers, dispatched, result):
+        self.executable = executable        # kept: the key names it by identity
+        self.base = base
+        self.sends = sends                  # ((rank, message), ...) in the order sent
+        self.counts = [a - b for a, b in zip(after, base)]
+        self.buffers = buffers
+        self.dispatched = dispatched
+        self.result = result                # positions in the host values (see _result_spec)
+
+    def replay(self, run, host_vals):
+        """Send the recorded dispatches renumbered for ``run``; the
+        orchestrator's result in ``host_vals``."""
+        seq = run.ranks.seq
+        shift = [now - then for now, then in zip(seq, self.base)]
+        send = run.send
+        for rank, msg in self.sends:
+            if type(msg) is Dispatch:
+                deps = msg.deps
+                if deps:
+                    deps = tuple((r, s + shift[r]) for r, s in deps)
+                msg = Dispatch(msg.image_key, msg.fname, msg.seq + shift[rank], msg.args, deps,
+                               msg.loc)
+            send(rank, msg)
+        run.ranks.seq = [s + c for s, c in zip(seq, self.counts)]
+        run.buffers = dict(self.buffers)
+        run.dispatched = {d: set(f) for d, f in self.dispatched.items()}
+        spec = self.result
+        if type(spec) is tuple:
+            return tuple(None if i is None else host_vals[i] for i in spec)
+        return None if spec is None else host_vals[spec]
+
+
+class CallPlans:
+    """The plans of one set of ranks, by key.  Kept as long as the ranks
+    (their persistent windows and argument segments are what the plans
+    name); a few keys at most, since each differs only in argument values."""
+
+    LIMIT = 16
+
+    def __init__(self):
+        self._plans: dict = {}
+        self.replays = 0                    # calls that sent a recorded plan
+
+    def key(self, run, host_vals):
+        """The key of ``run``'s orchestrator inputs, or None if it cannot be
+        replayed (see the module doc)."""
+        ranks = run.ranks
+        if ranks.persistent is None or run.artefacts is not None or run.explore is not None \
+                or run.race_history is not None or run.callbacks or run.checks.poison \
+                or run.executable.sub_workers or ranks.backend.host_window is not None:
+            return None
+        parts = [id(run.executable), run.checks]
+        for v in host_vals:
+            t = type(v)
+            if t is HostTensor or t is PlacedTensor:
+                a = v.array
+                parts.append((v.segment.name, address(a) - v.base_addr, a.shape, a.strides,
+                              a.dtype.str, getattr(v, "worker_id", None)))
+            elif isinstance(v, _SCALARS):
+                parts.append((t, v))
+            else:
+                return None
+        return tuple(parts)
+
+    def find(self, key, executable):
+        plan = self._plans.get(key)
+        return plan if plan is not None and plan.executable is executable else None
+
+    def record(self, key, run, base, sends, result, host_vals) -> None:
+        """Keep what ``run``'s orchestrator sent under ``key``, unless the run
+        made segments of its own (host intermediates, or arguments beyond
+        the pool): their names are the run's."""
+        if run.segments:
+            return
+        if len(self._plans) >= self.LIMIT:
+            self._plans.clear()
+        self._plans[key] = CallPlan(run.executable, list(base), tuple(sends), run.ranks.seq,
+                                    dict(run.buffers),
+                                    {d: set(f) for d, f in run.dispatched.items()},
+                                    _result_spec(result, host_vals))
+
+
+def _result_spec(result, host_vals):
+    """The orchestrator's result as positions in ``host_vals``, None for an
+    element that is none of them -- all ``arguments.map_result`` makes of
+    a result: the caller's argument passed at that position, or None."""
+    def position(v):
+        for i, h in enumerate(host_vals):
+            if v is h:
+                return i
+        return None
+    if isinstance(result, tuple):
+        return tuple(position(v) for v in result)
+    return None if result is None else position(result)
