@@ -40,9 +40,11 @@ SAMPLES = [
 
 
 def _message_classes():
+    # Disconnected is never sent; Renumbered arrives as the dispatches it
+    # stands for (tested below)
     return {c for c in vars(M).values()
-            if isinstance(c, type) and dataclasses.is_dataclass(c) and c is not M.Disconnected
-            and c.__module__ == M.__name__}
+            if isinstance(c, type) and dataclasses.is_dataclass(c)
+            and c not in (M.Disconnected, M.Renumbered) and c.__module__ == M.__name__}
 
 
 def test_samples_cover_every_message_kind():
@@ -102,3 +104,26 @@ def test_a_window_table_decodes_equal_descriptors_to_one_object():
         got = M.decode(M.encode(msg), table)
         assert got == msg
         assert len(table) <= M.WINDOW_MEMO
+
+
+def test_a_renumbered_body_arrives_as_its_dispatches_shifted_and_is_decoded_once():
+    """A replayed run's body: each dispatch's number moved by the rank's
+    shift, each dependency's by its rank's; the body decoded once per rank
+    (``bodies``), whatever the shifts of later sends."""
+    recorded = (SAMPLES[2],
+                M.Dispatch(image_key=9, fname="after", seq=6, args=(1,), deps=((0, 4), (2, 9)),
+                           loc=3))
+    body = M.encode(M.Batch(recorded))
+    windows, bodies = {}, {}
+    for shift, deps in ((0, ((0, 0), (2, 0))), (10, ((0, 3), (2, 7))), (25, ((0, 8), (2, 14)))):
+        sent = M.Batch((M.Renumbered(body, shift, deps), M.EndRun(keep_windows=True)))
+        got = M.decode(M.encode(sent), windows, bodies)
+        moved = dict(deps)
+        want = tuple(dataclasses.replace(m, seq=m.seq + shift,
+                                         deps=tuple((r, s + moved[r]) for r, s in m.deps))
+                     for m in recorded)
+        assert got == M.Batch(want + (M.EndRun(keep_windows=True),))
+    assert list(bodies) == [body]
+    # the same decoded arguments every time: decoded once, not per send
+    again = M.decode(M.encode(M.Renumbered(body, 1, ((0, 1), (2, 1)))), windows, bodies)
+    assert again.messages[0].args is got.messages[0].args

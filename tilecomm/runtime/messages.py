@@ -86,6 +86,20 @@ class BeginRun:
     knobs: object = None
 
 
+@dataclass(slots=True)
+class Renumbered:
+    """The dispatches a recorded run sent to one rank, sent again
+    (``controller/plans.py``): ``body`` is their encoded ``Batch``, the same
+    bytes every time, which a rank decodes once and keeps; each dispatch's
+    number is shifted by ``shift``, and those of the dispatches it depends
+    on by the shift of their rank (``dep_shifts``: ((rank, shift), ...)).
+    A rank receives the renumbered dispatches, never this message."""
+
+    body: bytes
+    shift: int
+    dep_shifts: tuple
+
+
 # ---------------------------------------------------------------- from a worker
 # (a finished run is not a message: ``ControlPlane.finish_run``)
 @dataclass(slots=True)
@@ -119,11 +133,15 @@ class Files:
 
 
 # ---------------------------------------------------------------- the wire
-_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Failed, Batch, BeginRun, Files)
+_KINDS = (LoadImage, Dispatch, EndRun, Shutdown, Failed, Batch, BeginRun, Files, Renumbered)
 _TAG = {cls: tag for tag, cls in enumerate(_KINDS)}
 _FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in _KINDS}
 _BATCH = _TAG[Batch]
 _DISPATCH = _TAG[Dispatch]
+_END_RUN = _TAG[EndRun]
+_RENUMBERED = _TAG[Renumbered]
+# how many recorded bodies a rank keeps decoded (see ``decode``)
+BODY_MEMO = 64
 # argument descriptors of a dispatch: the first element of their wire tuple
 # (a plain tuple argument that starts with a string is wrapped, so it can never
 # be taken for one)
@@ -143,9 +161,15 @@ def _local_dtype(x):
 def _encode_arg(a):
     t = type(a)
     if t is WindowRef:
-        b = a.buffer
-        return (_WINDOW_ARG, b.id, b.name, b.nbytes, b.devices, b.segments, a.shape,
-                _wire_dtype(a.dtype))
+        # kept on the (immutable) descriptor: a replayed call (plans.py) or a
+        # window passed to every rank sends the same one again and again
+        memo = a.__dict__
+        wire = memo.get("_wire")
+        if wire is None:
+            b = a.buffer
+            wire = memo["_wire"] = (_WINDOW_ARG, b.id, b.name, b.nbytes, b.devices, b.segments,
+                                    a.shape, _wire_dtype(a.dtype))
+        return wire
     if t is HostRef:
         return (_HOST_ARG, a.segment, a.offset, a.shape, a.strides, _wire_dtype(a.dtype), a.base)
     if t is tuple and a and type(a[0]) is str:
@@ -177,23 +201,61 @@ def _decode_arg(x, windows):
 
 
 def _encode(msg) -> tuple:
+    # the messages of every call first, each spelled out (list comprehensions,
+    # not generators: a fraction of their cost on one- and two-element tuples)
     t = type(msg)
     if t is Dispatch:
         return (_DISPATCH, msg.image_key, msg.fname, msg.seq,
-                tuple(_encode_arg(a) for a in msg.args), msg.deps, msg.loc)
+                tuple([_encode_arg(a) for a in msg.args]), msg.deps, msg.loc)
     if t is Batch:
-        return (_BATCH, tuple(_encode(m) for m in msg.messages))
+        return (_BATCH, tuple([_encode(m) for m in msg.messages]))
+    if t is EndRun:
+        return (_END_RUN, msg.keep_windows)
     return (_TAG[t], *[getattr(msg, f) for f in _FIELDS[t]])
 
 
-def _decode(wire: tuple, windows=None):
-    tag, *fields = wire
+def _decode(wire: tuple, windows=None, bodies=None):
+    tag = wire[0]
     if tag == _DISPATCH:
-        key, fname, seq, args, deps, loc = fields
-        return Dispatch(key, fname, seq, tuple(_decode_arg(a, windows) for a in args), deps, loc)
+        _, key, fname, seq, args, deps, loc = wire
+        return Dispatch(key, fname, seq, tuple([_decode_arg(a, windows) for a in args]), deps,
+                        loc)
     if tag == _BATCH:
-        return Batch(tuple(_decode(m, windows) for m in fields[0]))
-    return _KINDS[tag](*fields)
+        out = []
+        for m in wire[1]:
+            one = _decode(m, windows, bodies)
+            if type(one) is Batch:           # a Renumbered: its dispatches, in its place
+                out.extend(one.messages)
+            else:
+                out.append(one)
+        return Batch(tuple(out))
+    if tag == _END_RUN:
+        return EndRun(wire[1])
+    if tag == _RENUMBERED:
+        return Batch(_renumbered(wire[1], wire[2], wire[3], windows, bodies))
+    return _KINDS[tag](*wire[1:])
+
+
+def _renumbered(body: bytes, shift: int, dep_shifts: tuple, windows, bodies) -> tuple:
+    recorded = bodies.get(body) if bodies is not None else None
+    if recorded is None:
+        recorded = _decode(pickle.loads(body), windows).messages
+        if bodies is not None:
+            if len(bodies) >= BODY_MEMO:
+                bodies.clear()
+            bodies[body] = recorded
+    if not shift and not any(s for _, s in dep_shifts):
+        return recorded                      # the recorded run's own numbers
+    shifts = dict(dep_shifts)
+    out = []
+    for m in recorded:
+        if type(m) is Dispatch:
+            deps = m.deps
+            if deps:
+                deps = tuple([(r, s + shifts[r]) for r, s in deps])
+            m = Dispatch(m.image_key, m.fname, m.seq + shift, m.args, deps, m.loc)
+        out.append(m)
+    return tuple(out)
 
 
 def encode(msg) -> bytes:
@@ -201,13 +263,14 @@ def encode(msg) -> bytes:
     return pickle.dumps(_encode(msg), pickle.HIGHEST_PROTOCOL)
 
 
-def decode(data: bytes, windows: dict | None = None):
+def decode(data: bytes, windows: dict | None = None, bodies: dict | None = None):
     """The message of ``data``.  ``windows``: a table the caller keeps from
     message to message, in which equal window descriptors decode to one
     shared (immutable) ``WindowRef`` -- a prepared worker's persistent
     windows come back in every call, and a lookup of their wire tuple costs
-    a fraction of building the descriptor and its dtype again."""
-    return _decode(pickle.loads(data), windows)
+    a fraction of building the descriptor and its dtype again.  ``bodies``:
+    likewise the decoded messages of each ``Renumbered`` body seen."""
+    return _decode(pickle.loads(data), windows, bodies)
 
 
 def send(conn, msg) -> None:
@@ -215,7 +278,7 @@ def send(conn, msg) -> None:
     conn.send_bytes(encode(msg))
 
 
-def receive(conn, windows: dict | None = None):
+def receive(conn, windows: dict | None = None, bodies: dict | None = None):
     """The next message from a connection (EOFError / OSError when it closed);
-    ``windows`` as in ``decode``."""
-    return decode(conn.recv_bytes(), windows)
+    ``windows`` and ``bodies`` as in ``decode``."""
+    return decode(conn.recv_bytes(), windows, bodies)

@@ -103,7 +103,8 @@ def log_path(owner_pid: int, call_id: int, what: str) -> str:
     """A path prefix for a call's files in /dev/shm that are not segments (the
     race check's logs), named like its segments so ``sweep`` and
     ``sweep_stale`` remove them with them."""
-    return os.path.join(SHM_DIR, f"{PREFIX}-{int(owner_pid)}-{int(call_id)}-{what}")
+    # spelled out, not os.path.join: every call computes it
+    return f"{SHM_DIR}/{PREFIX}-{int(owner_pid)}-{int(call_id)}-{what}"
 
 
 def _path(name: str) -> str:

@@ -10,7 +10,9 @@ program.  So when a call of a prepared worker on kept windows sees the same
 arguments as an earlier one, it would send the same dispatches again, with
 one difference: dispatch numbers continue across runs, so every number (its
 own and those of the dispatches it depends on) is shifted by how many
-dispatches that rank ran since.
+dispatches that rank ran since.  Each rank is sent its recorded dispatches
+as the same bytes every time, with the shifts beside them
+(``messages.Renumbered``): the rank decodes them once.
 
 The first such call runs the orchestrator and records what it sent
 (``CallPlan``); a later call whose key matches sends the recorded dispatches
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..messages import Dispatch
+from ..messages import Batch, Renumbered, encode
 from ..values import address
 from .orchestrator import HostTensor, PlacedTensor
 
@@ -42,15 +44,21 @@ _SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
 
 class CallPlan:
     """What one orchestrator run sent, numbered from ``base`` (each rank's
-    last dispatch number before it)."""
+    last dispatch number before it): per rank, the encoded ``Batch`` of its
+    dispatches and the ranks whose dispatches they depend on."""
 
-    __slots__ = ("executable", "base", "sends", "counts", "buffers", "dispatched", "result")
-
+    __slots__ = ("executable", "base", "bodies", "counts", "buffers", "dispatched", "result")
 
     def __init__(self, executable, base, sends, after, buffers, dispatched, result):
         self.executable = executable        # kept: the key names it by identity
         self.base = base
-        self.sends = sends                  # ((rank, message), ...) in the order sent
+        per_rank: dict = {}
+        for rank, msg in sends:
+            per_rank.setdefault(rank, []).append(msg)
+        # encoded once: a rank keeps what it decoded of the same bytes
+        self.bodies = tuple((rank, encode(Batch(tuple(msgs))),
+                             tuple(sorted({r for m in msgs for r, _ in m.deps})))
+                            for rank, msgs in per_rank.items())
         self.counts = [a - b for a, b in zip(after, base)]
         self.buffers = buffers
         self.dispatched = dispatched
@@ -62,14 +70,8 @@ class CallPlan:
         seq = run.ranks.seq
         shift = [now - then for now, then in zip(seq, self.base)]
         send = run.send
-        for rank, msg in self.sends:
-            if type(msg) is Dispatch:
-                deps = msg.deps
-                if deps:
-                    deps = tuple((r, s + shift[r]) for r, s in deps)
-                msg = Dispatch(msg.image_key, msg.fname, msg.seq + shift[rank], msg.args, deps,
-                               msg.loc)
-            send(rank, msg)
+        for rank, body, dep_ranks in self.bodies:
+            send(rank, Renumbered(body, shift[rank], tuple([(r, shift[r]) for r in dep_ranks])))
         run.ranks.seq = [s + c for s, c in zip(seq, self.counts)]
         run.buffers = dict(self.buffers)
         run.dispatched = {d: set(f) for d, f in self.dispatched.items()}

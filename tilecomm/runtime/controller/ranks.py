@@ -43,6 +43,7 @@ class Ranks:
         # the rank-side knobs the ranks run with (a run with others sends
         # them: Run.start)
         self.knobs = config.rank_knobs()
+        self.knobs_of = config              # the config ``knobs`` were read from
         self.owner = os.getpid()
         self.id = next_id()
         self.images: dict = {}             # specialisations the workers know

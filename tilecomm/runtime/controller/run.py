@@ -170,13 +170,18 @@ class Run:
         # after the fork: a transport's service threads must not be forked
         ranks.transport.start_run(self)
         # what the run asks of the ranks beyond its dispatches, in one record
-        knobs = self.config.rank_knobs()
-        changed = knobs if knobs != ranks.knobs else None
+        # (a config's knobs are its fields': the same config object as the
+        # last run's asks nothing new)
+        config = self.config
+        changed = None
+        if config is not ranks.knobs_of:
+            knobs = config.rank_knobs()
+            changed = knobs if knobs != ranks.knobs else None
+            ranks.knobs, ranks.knobs_of = knobs, config
         settings = self.artefacts.settings if self.artefacts is not None else None
         if changed is not None or settings is not None:
             for r in range(ranks.world):
                 ranks.send(r, BeginRun(settings, changed))
-            ranks.knobs = knobs
 
     def orchestrate(self, host_vals: list):
         """Run the HOST orchestrator, or replay its plan for these inputs;
@@ -214,8 +219,9 @@ class Run:
         keep = ranks.persistent is not None
         ranks.runs += 1
         self.index = ranks.runs
+        end = EndRun(keep)                  # one message object: nothing changes it
         for r in range(self.world):
-            self.send(r, EndRun(keep))
+            self.send(r, end)
         self.flush()
         if last:
             # a message of its own, never inside a Batch: a launcher may have

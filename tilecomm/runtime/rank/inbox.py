@@ -65,6 +65,7 @@ class Inbox:
         self._turns: queue.SimpleQueue | None = None   # the pump's requests; None: not started
         self._pump_thread: threading.Thread | None = None
         self._windows: dict = {}             # decoded window descriptors (messages.decode)
+        self._bodies: dict = {}              # decoded replayed runs (messages.Renumbered)
 
     def pending(self) -> bool:
         """Whether a message is ready without reading the channel."""
@@ -89,7 +90,7 @@ class Inbox:
 
     def _read(self) -> tuple:
         try:
-            msg = M.receive(self._conn, self._windows)
+            msg = M.receive(self._conn, self._windows, self._bodies)
         except (EOFError, OSError):
             return (M.Disconnected(),)
         return msg.messages if isinstance(msg, M.Batch) else (msg,)

@@ -123,10 +123,10 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
             if msg.settings is not None:
                 dfx = RankArtefacts(rank, msg.settings, rc, ship)
             continue
-        control.set_state(rank, C.RUNNING)
         finished = isinstance(msg, M.EndRun)
         if finished:
             if dfx is not None:             # written before the run is reported done
+                control.set_state(rank, C.RUNNING)
                 try:
                     dfx.finish()
                 except BaseException as e:
@@ -143,6 +143,7 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                 transport.end_run()         # unmap this run's segments (being unlinked)
             hosts.close()
             continue
+        control.set_state(rank, C.RUNNING)
         if control.aborted():               # a peer failed: run nothing more
             if dfx is not None:
                 dfx.salvage()
