@@ -259,6 +259,8 @@ class ShmControlPlane(ControlPlane):
         self._counters = self.base + (HEADER_SLOTS + RECORD_SLOTS * world) * SLOT
         # every rank's count of finished runs, read on every call's completion
         self._runs = [self.slot_addr(r, RUNS) for r in range(world)]
+        # every rank's state word, written at least twice per dispatch
+        self._states = [self.slot_addr(r, STATE) for r in range(world)]
 
     def attach(self):
         return ShmControlPlane(Segment.attach(self.segment.name), self.world)
@@ -274,7 +276,7 @@ class ShmControlPlane(ControlPlane):
 
     # -- rank side
     def set_state(self, rank, state):
-        self.set(rank, STATE, state)
+        native.store_i64(self._states[rank], state)
 
     def publish_wait(self, rank, record):
         for slot, field in _RECORD:

@@ -211,6 +211,8 @@ def _encode(msg) -> tuple:
         return (_BATCH, tuple([_encode(m) for m in msg.messages]))
     if t is EndRun:
         return (_END_RUN, msg.keep_windows)
+    if t is Renumbered:
+        return (_RENUMBERED, msg.body, msg.shift, msg.dep_shifts)
     return (_TAG[t], *[getattr(msg, f) for f in _FIELDS[t]])
 
 

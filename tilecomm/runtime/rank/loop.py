@@ -108,41 +108,43 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
         if not finished and not inbox.pending():
             control.set_state(rank, C.IDLE)   # a finished rank stays FINISHED for the monitor
         msg = inbox.next()
-        if dfx is not None and isinstance(msg, (M.Disconnected, M.Shutdown)):
-            dfx.close()                     # stopped mid-run: a shipping rank's directory
-        if isinstance(msg, M.Disconnected):
-            return M.EXIT_DISCONNECTED
-        if isinstance(msg, M.Shutdown):
-            return M.EXIT_OK
-        if isinstance(msg, M.LoadImage):
-            images[msg.image.key] = msg.image
-            continue
-        if isinstance(msg, M.BeginRun):
-            if msg.knobs is not None:
-                rc.configure(msg.knobs)
-            if msg.settings is not None:
-                dfx = RankArtefacts(rank, msg.settings, rc, ship)
-            continue
-        finished = isinstance(msg, M.EndRun)
-        if finished:
-            if dfx is not None:             # written before the run is reported done
-                control.set_state(rank, C.RUNNING)
-                try:
-                    dfx.finish()
-                except BaseException as e:
-                    control.set_state(rank, C.FAILED)
-                    M.send(conn, M.Failed(rank, "run artefacts", f"{type(e).__name__}: {e}",
-                                          f"{type(e).__name__}: {e}", type(e).__name__,
-                                          getattr(e, "code", None), None))
-                    control.wake_controller()   # the message is read now, not a slice later
-                    return M.EXIT_FAILED
-                dfx = None
-            control.set_state(rank, C.FINISHED)
-            control.finish_run(rank)        # the last rank to finish wakes the controller
-            if not msg.keep_windows:        # persistent windows stay mapped for the next run
-                transport.end_run()         # unmap this run's segments (being unlinked)
-            hosts.close()
-            continue
+        if type(msg) is not M.Dispatch:     # a dispatch is by far the most frequent
+            if dfx is not None and isinstance(msg, (M.Disconnected, M.Shutdown)):
+                dfx.close()                     # stopped mid-run: a shipping rank's directory
+            if isinstance(msg, M.Disconnected):
+                return M.EXIT_DISCONNECTED
+            if isinstance(msg, M.Shutdown):
+                return M.EXIT_OK
+            if isinstance(msg, M.LoadImage):
+                images[msg.image.key] = msg.image
+                continue
+            if isinstance(msg, M.BeginRun):
+                if msg.knobs is not None:
+                    rc.configure(msg.knobs)
+                if msg.settings is not None:
+                    dfx = RankArtefacts(rank, msg.settings, rc, ship)
+                continue
+            finished = isinstance(msg, M.EndRun)
+            if finished:
+                if dfx is not None:             # written before the run is reported done
+                    control.set_state(rank, C.RUNNING)
+                    try:
+                        dfx.finish()
+                    except BaseException as e:
+                        control.set_state(rank, C.FAILED)
+                        M.send(conn, M.Failed(rank, "run artefacts", f"{type(e).__name__}: {e}",
+                                              f"{type(e).__name__}: {e}", type(e).__name__,
+                                              getattr(e, "code", None), None))
+                        control.wake_controller()   # the message is read now, not a slice later
+                        return M.EXIT_FAILED
+                    dfx = None
+                control.set_state(rank, C.FINISHED)
+                control.finish_run(rank)        # the last rank to finish wakes the controller
+                if not msg.keep_windows:        # persistent windows stay mapped for the next run
+                    transport.end_run()         # unmap this run's segments (being unlinked)
+                hosts.close()
+                continue
+        finished = False
         control.set_state(rank, C.RUNNING)
         if control.aborted():               # a peer failed: run nothing more
             if dfx is not None:
