@@ -164,3 +164,72 @@ def test_the_race_check_sees_call_site_loads_and_stores(n):
              for r in ei.value.races}
     assert frozenset({(0, line_of(pull_kernel, "stage")),
                       (1, line_of(pull_kernel, "pull"))}) in pairs, ei.value
+
+
+# ------------------------------------------------------ one dispatch, many rounds
+# The mesh sum of a different row of x every round, into that round's row of
+# y: the regions a call site resolved for the dispatch are used again only
+# for the same tensors and offsets (the copy's and the store's change every
+# round, the view loads' stay).
+ROWS, COLS = 5, 2
+
+
+@pl.jit.incore
+def rows_kernel(x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]],
+                data: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]],
+                sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]):
+    ctx = pld.get_comm_ctx(data)
+    me = pld.rank(ctx)
+    n = pld.nranks(ctx)
+    for i in pl.range(ROWS):
+        pl.store(pl.load(x, [i, 0], [1, COLS]), [0, 0], data)
+        for p in pl.range(n):
+            if p != me:
+                pld.system.notify(sig, p, [me, 0], 1, op=pld.NotifyOp.AtomicAdd)
+        for p in pl.range(n):
+            if p != me:
+                pld.system.wait(sig, [p, 0], 2 * i + 1, cmp=pld.WaitCmp.Ge)
+        acc = pl.load(data, [0, 0], [1, COLS])
+        for p in pl.range(n):
+            if p != me:
+                acc = pl.add(acc, pld.tile.remote_load(data, p, [0, 0], [1, COLS]))
+        y = pl.store(acc, [i, 0], y)
+        for p in pl.range(n):
+            if p != me:
+                pld.system.notify(sig, p, [me, 0], 1, op=pld.NotifyOp.AtomicAdd)
+        for p in pl.range(n):
+            if p != me:
+                pld.system.wait(sig, [p, 0], 2 * i + 2, cmp=pld.WaitCmp.Ge)
+    return y
+
+
+@pl.jit
+def rows_chip(x: pl.Tensor[[ROWS, COLS], pl.FP32], y: pl.Out[pl.Tensor[[ROWS, COLS], pl.FP32]],
+              data: pl.InOut[pld.DistributedTensor[[1, COLS], pl.FP32]],
+              sig: pl.InOut[pld.DistributedTensor[[NR, 1], pl.INT32]]):
+    return rows_kernel(x, y, data, sig)
+
+
+@pl.jit.host
+def rows_main(xs: pl.Tensor[[NR, ROWS, COLS], pl.FP32],
+              ys: pl.Out[pl.Tensor[[NR, ROWS, COLS], pl.FP32]]):
+    data = pld.alloc_window_buffer([1, COLS], dtype=pl.FP32)
+    sig = pld.alloc_window_buffer([NR, 1], dtype=pl.INT32)
+    for r in pl.range(pld.world_size()):
+        rows_chip(xs[r], ys[r], pld.window(data, [1, COLS], dtype=pl.FP32),
+                  pld.window(sig, [NR, 1], dtype=pl.INT32), device=r)
+    return ys
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_loop_of_rounds_reads_each_rounds_regions(n):
+    rng = np.random.default_rng(11 + n)
+    xs = rng.integers(-9, 9, (n, ROWS, COLS)).astype(np.float32)
+    ys = np.full((n, ROWS, COLS), np.nan, np.float32)
+    src = rows_main.compile(xs, ys, config=config_for(n)).lowered(xs, ys).source
+    body = src[src.index("def f_rows_kernel("):]
+    assert "_rt.copy_at(" in body and "_rt.accum_at(" in body, body
+    for _ in range(2):                      # a second call: nothing left from the first
+        xs = rng.integers(-9, 9, (n, ROWS, COLS)).astype(np.float32)
+        rows_main(xs, ys, config=config_for(n))
+        np.testing.assert_array_equal(ys, np.broadcast_to(xs.sum(axis=0), xs.shape))

@@ -75,6 +75,15 @@ class RankContext(KernelOps, RankCollectives, TaskOps, AsyncTransfers):
         self.func_id = 0
         self.sites: dict = {}            # call site -> tile.site_ops.Site
         self.accums: dict = {}           # call site -> site_ops.Accumulation, per dispatch
+        # call site -> the views it resolved for this dispatch's tensors
+        # (tile/site_ops.py): a view load's tile, a view remote load's tile
+        # per peer, a copy's two regions.  Task threads' copies of this
+        # context share these dicts; their entries are immutable tuples
+        # (the per-peer dict aside, whose items are whole), so a thread
+        # only ever sees an entry complete.
+        self.held_loads: dict = {}
+        self.held_remote: dict = {}
+        self.held_copies: dict = {}
         if transport is not None:
             # bound once: the notify / satisfied-wait path is one dict lookup
             # plus one of these calls
@@ -186,8 +195,10 @@ class RankContext(KernelOps, RankCollectives, TaskOps, AsyncTransfers):
     def dispatch_done(self, seq: int) -> None:
         """Publish that this rank completed its dispatch number ``seq`` (for
         the ranks whose dispatches wait on it)."""
-        if self.accums:
-            self.accums.clear()          # they hold the dispatch's arguments
+        # they hold the dispatch's arguments
+        for held in (self.accums, self.held_loads, self.held_remote, self.held_copies):
+            if held:
+                held.clear()
         self.control.publish_done(self.device, seq)
 
     def wait_dispatch(self, rank: int, seq: int):
@@ -221,6 +232,14 @@ class RankContext(KernelOps, RankCollectives, TaskOps, AsyncTransfers):
         check once per site, the peer's memory itself where the lowering proved
         a view safe and the transport maps it, else a copy into a tile the
         site reuses once nobody holds it."""
+        if view:
+            # the view this site made of the same window's region in peer's copy
+            h = self.held_remote.get(site)
+            if h is not None and h[0] is target and h[1] == offsets and h[2] == shape and \
+                    valid_shape is None and type(peer) is int:
+                t = h[3].get(peer)
+                if t is not None:
+                    return t
         if valid_shape is not None:
             return self.remote_load(target, peer, offsets, shape, valid_shape)
         if type(peer) is not int or not 0 <= peer < target.nranks:
@@ -234,7 +253,12 @@ class RankContext(KernelOps, RankCollectives, TaskOps, AsyncTransfers):
                 v = self.transport.peer_view(target.key, peer)
                 mapped = target.views[peer] = False if v is None else v
             if mapped is not False:
-                return mapped[idx].view(Tile)
+                t = mapped[idx].view(Tile)
+                h = self.held_remote.get(site)
+                if h is None or h[0] is not target or h[1] != offsets or h[2] != shape:
+                    h = self.held_remote[site] = (target, offsets, shape, {})
+                h[3][peer] = t           # peer: an int in range by now
+                return t
         shape = index_shape(idx)
         t = s.fresh(shape, local.dtype) if local.itemsize * prod(shape) >= POOL_MIN else \
             np.empty(shape, local.dtype).view(Tile)

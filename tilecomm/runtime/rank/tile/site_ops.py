@@ -7,6 +7,15 @@ plain op of the same name does, with less work:
 * **checks once per site.**  A site remembers the last (shape, offsets,
   extents) it bounds-checked and the slices that came out; a loop that
   touches the same region again pays one tuple comparison.
+* **regions resolved once per dispatch** (the rank's ``held_*`` dicts): a
+  view load, a view remote load and a region-to-region copy keep the arrays
+  they made, keyed by the identity of the tensor objects plus the offsets
+  and extents, so a loop's next call returns the same view (or does one
+  copy) without indexing again.  Sound because a tensor object's memory
+  and shape never change while something holds it (nothing in the runtime
+  reshapes an array in place), and only views are kept: a copying load
+  still copies every time.  The rank empties them when the dispatch is
+  done: they hold the dispatch's arguments.
 * **views where the lowering proved them safe** (``view`` true): a load
   whose only use is an operand of the very next elementwise op or store of
   the same expression, with nothing that writes or synchronises evaluated in
@@ -33,6 +42,7 @@ op's event; a run whose sinks need every load to copy (exploration) takes
 ``PlainPaths``, which sends each ``*_at`` method to its plain op."""
 from __future__ import annotations
 
+from operator import is_
 from sys import getrefcount
 
 import numpy as np
@@ -99,11 +109,14 @@ class Accumulation:
     writing into a subclass costs a third more at small sizes, and only the
     next step and the final store ever see it (the lowering's proof)."""
 
-    __slots__ = ("output", "offsets", "reads", "shape", "dtype", "tile")
+    __slots__ = ("output", "offsets", "reads", "shape", "dtype", "tile", "step")
 
     def __init__(self, output, offsets, reads):
         self.output, self.offsets, self.reads = output, offsets, reads
         self.shape = self.dtype = self.tile = None
+        # the last operands a step computed into ``tile`` with, and the same
+        # operands as plain arrays: (lhs, rhs, plain lhs, plain rhs, tile)
+        self.step = None
 
     def region(self, shape, dtype):
         """The region's array for steps of ``shape`` / ``dtype``, or False."""
@@ -145,6 +158,12 @@ class SiteOps:
 
     def load_at(self, site, view, tensor, offsets, shapes, valid_shape=None,
                 target_memory=None, clamp=False):
+        if view:
+            # the view this site made of the same tensor object's region
+            h = self.held_loads.get(site)
+            if h is not None and h[0] is tensor and h[1] == offsets and h[2] == shapes and \
+                    valid_shape is None and not clamp:
+                return h[3]
         if valid_shape is not None or clamp:
             return self.load(tensor, offsets, shapes, valid_shape, target_memory, clamp)
         a = tensor.local if type(tensor) is WindowView else tensor
@@ -155,7 +174,11 @@ class SiteOps:
             s.key = key
         src = a[s.idx]
         if view:
-            return src.view(Tile)
+            # handing out one object again is safe: a view load's only use
+            # is the next op, so no earlier result of this site is still read
+            t = src.view(Tile)
+            self.held_loads[site] = (tensor, offsets, shapes, t)
+            return t
         if src.nbytes < POOL_MIN:
             return src.copy().view(Tile)
         t = s.fresh(src.shape, src.dtype)
@@ -185,6 +208,11 @@ class SiteOps:
         from region to region, both checked once per site (the load's
         first, as the two ops would).  Sites ``site`` and ``site2`` are the
         load's and the store's."""
+        h = self.held_copies.get(site)
+        if h is not None and h[0] is tensor and h[1] is output_tensor and h[2] == offsets and \
+                h[3] == shapes and h[4] == dst_offsets:
+            h[6][...] = h[5]                        # the regions this dispatch resolved
+            return output_tensor
         a = tensor.local if type(tensor) is WindowView else tensor
         d = output_tensor.local if type(output_tensor) is WindowView else output_tensor
         s = self.sites.get(site) or self._new_site(site)
@@ -202,8 +230,11 @@ class SiteOps:
             return self.store_at(site2, self.load_at(site, True, tensor, offsets, shapes),
                                  dst_offsets, output_tensor)
         si, di = s.idx
+        src, dst = a[si].view(np.ndarray), d[di].view(np.ndarray)
+        self.held_copies[site] = (tensor, output_tensor, offsets, shapes, dst_offsets, src, dst)
         # same dtype, same shape: plain element assignment copies exactly
-        d[di] = a[si]
+        # (and copies the source first where the two overlap)
+        dst[...] = src
         return output_tensor
 
     def binary_at(self, site, op, lhs, rhs):
@@ -246,12 +277,8 @@ class SiteOps:
         if self.agent is None:
             a = self.accums.get(site)
             if a is not None and a.output is output_tensor and a.offsets == offsets and \
-                    len(a.reads) == len(reads):
-                for x, y in zip(a.reads, reads):
-                    if x is not y:
-                        break
-                else:
-                    return a
+                    len(a.reads) == len(reads) and all(map(is_, a.reads, reads)):
+                return a
             a = self.accums[site] = Accumulation(output_tensor, offsets, reads)
             return a
         return Accumulation(output_tensor, offsets, reads)
@@ -260,6 +287,13 @@ class SiteOps:
         """A step ``acc = <op>(lhs, rhs)`` of an accumulation: into the stored
         region where ``acc`` (``accum_begin``) has one for these operands."""
         if acc is not None:
+            step = acc.step
+            # the same operand objects as the last step, into the same
+            # region: the checks below passed for them then and still hold
+            # (a tile's shape, dtype and valid extent do not change)
+            if step is not None and step[0] is lhs and step[1] is rhs and step[4] is acc.tile:
+                BINARY_UFUNCS[op](step[2], step[3], step[4])
+                return step[4]
             t = acc.tile
             if (lhs is t or type(lhs) is Tile and lhs.valid is None) and \
                     (rhs is t or type(rhs) is Tile and rhs.valid is None) and \
@@ -267,10 +301,14 @@ class SiteOps:
                 if lhs.shape != acc.shape or lhs.dtype != acc.dtype:
                     t = acc.region(lhs.shape, lhs.dtype)
                 if t is not False:
+                    # plain arrays: a ufunc costs less without the subclass;
                     # an operand that is the region itself (the previous
                     # step's result) overlaps the output exactly: numpy gives
                     # the elementwise values as if it did not
-                    BINARY_UFUNCS[op](lhs, rhs, out=t)
+                    a = lhs if lhs is t else lhs.view(np.ndarray)
+                    b = rhs if rhs is t else rhs.view(np.ndarray)
+                    BINARY_UFUNCS[op](a, b, t)
+                    acc.step = (lhs, rhs, a, b, t)
                     return t
             # the copying step takes tiles: the region as one
             if lhs is acc.tile:
