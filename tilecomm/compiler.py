@@ -48,14 +48,18 @@ from .verify import world as world_checks
 from .verify.lint import report as report_lint
 
 
+# the types of scalar arguments, made once: every call specialises its arguments
+_BOOL_ARG, _INDEX_ARG, _FP32_ARG = ScalarType(D.BOOL), ScalarType(D.INDEX), ScalarType(D.FP32)
+
+
 def arg_type(x, name):
     """The IR type a host argument specialises its parameter to."""
     if isinstance(x, bool):
-        return ScalarType(D.BOOL)
+        return _BOOL_ARG
     if isinstance(x, (int, np.integer)):
-        return ScalarType(D.INDEX)
+        return _INDEX_ARG
     if isinstance(x, (float, np.floating)):
-        return ScalarType(D.FP32)
+        return _FP32_ARG
     if isinstance(x, (DeviceTensor, StackedDeviceTensor)):
         return TensorType(x.shape, D.from_numpy(x.dtype))
     a = to_numpy(x)

@@ -60,6 +60,13 @@ class RunArtefacts:
             made.earlier = history.join(made.settings.races)
         return made
 
+    @staticmethod
+    def asked(config, checks, explore) -> bool:
+        """Whether a run with ``config`` writes or checks anything
+        (``checks``: ``config.checks()``): if not, ``begin`` returns None."""
+        return bool(checks.races or checks.poison or checks.trace_dir or explore is not None
+                    or config.dfx_enabled)
+
     @classmethod
     def _begin(cls, executable, config, control, logs, explore, checks):
         """Before the run touches any rank: None when ``config`` asks for no

@@ -73,8 +73,9 @@ class CallPlan:
         for rank, body, dep_ranks in self.bodies:
             send(rank, Renumbered(body, shift[rank], tuple([(r, shift[r]) for r in dep_ranks])))
         run.ranks.seq = [s + c for s, c in zip(seq, self.counts)]
-        run.buffers = dict(self.buffers)
-        run.dispatched = {d: set(f) for d, f in self.dispatched.items()}
+        # shared, not copied: only an orchestrator that runs adds to them
+        run.buffers = self.buffers
+        run.dispatched = self.dispatched
         spec = self.result
         if type(spec) is tuple:
             return tuple(None if i is None else host_vals[i] for i in spec)

@@ -20,19 +20,21 @@ class HostSegments:
     def __init__(self, keep: str | None = None):
         self._segments: dict[str, Segment] = {}
         self._keep = keep
+        self._run_only: list[str] = []      # mapped for this run only: closed at its end
 
     def array(self, ref: HostRef) -> np.ndarray:
         seg = self._segments.get(ref.segment)
         if seg is None:
-            seg = self._segments[ref.segment] = Segment.attach(ref.segment)
+            name = ref.segment
+            seg = self._segments[name] = Segment.attach(name)
+            if self._keep is None or not name.startswith(self._keep):
+                self._run_only.append(name)
         return seg.ndarray(ref.dtype, ref.shape, offset=ref.offset, strides=ref.strides)
 
     def close(self) -> None:
-        keep = self._keep
-        for name, seg in list(self._segments.items()):
-            if keep is None or not name.startswith(keep):
-                seg.close()
-                del self._segments[name]
+        for name in self._run_only:
+            self._segments.pop(name).close()
+        self._run_only.clear()
 
 
 __all__ = ["HostSegments"]

@@ -23,6 +23,10 @@ from ..values import HostRef, WindowRef, WindowView
 
 _PR_SET_PDEATHSIG = 1
 
+# descriptors a prepared worker's rank knows the window view of by identity
+# (``_materialize``): emptied when full, as new descriptor objects keep coming
+REF_MEMO = 1024
+
 # How long an idle rank polls its channel before it blocks in a read
 # (``inbox.py``): long enough to cover a prepared call's return to the
 # caller and the caller's next call, short enough that a worker left idle
@@ -98,6 +102,7 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
     # buffer, view) kept across runs, so its cell handles and collective plans
     # are resolved once for the worker's lifetime, not once per dispatch
     views = {} if setup.persistent else None
+    refs = {} if setup.persistent else None    # the same by descriptor object (_materialize)
     rc = RankContext(rank, setup.world, control, transport, setup.config)
     # see inbox.py: who reads the channel, and when
     inbox = Inbox(conn, idle_spin_ns(setup))
@@ -159,7 +164,7 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                 rc.func_id = -1
                 if rma is not None:
                     rma.fetch(msg.args)
-                vals = [_materialize(a, rank, transport, hosts, None, views, image.key)
+                vals = [_materialize(a, rank, transport, hosts, None, views, image.key, refs)
                         for a in msg.args]
                 if dfx is None:
                     builtin(rc, *vals, msg.loc, True)
@@ -173,7 +178,7 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                 if rma is not None:          # after the writers this dispatch depends on
                     rma.fetch(msg.args)
                 shapes = image.param_shapes[fname]
-                vals = [_materialize(a, rank, transport, hosts, s, views, image.key)
+                vals = [_materialize(a, rank, transport, hosts, s, views, image.key, refs)
                         for a, s in zip(msg.args, shapes)]
                 if dfx is None:
                     image.function(fname)(rc, *vals)
@@ -210,16 +215,28 @@ def _start_up_failure(rank: int, exc: Exception) -> M.Failed:
                     type(exc).__name__, None, None)
 
 
-def _materialize(desc, rank, transport, hosts, shape, views=None, image_key=None):
+def _materialize(desc, rank, transport, hosts, shape, views=None, image_key=None,
+                 refs=None):
     if isinstance(desc, HostRef):
         a = hosts.array(desc)
         return a.reshape(shape) if shape is not None and a.shape != shape else a
     if isinstance(desc, WindowRef):
         if views is not None:
+            # the descriptor object itself first: a replayed or memoised
+            # descriptor comes back as the same object (messages.decode),
+            # and hashing its fields costs more than the lookup.  The entry
+            # holds the descriptor, so its id is not reused while there.
+            known = refs.get(id(desc))
+            if known is not None and known[0] is desc and known[1] == shape and \
+                    known[2] == image_key:
+                return known[3]
             key = (image_key, desc.buffer, shape, desc.shape, desc.dtype)
             view = views.get(key)
             if view is None:
                 view = views[key] = _materialize(desc, rank, transport, hosts, shape)
+            if len(refs) >= REF_MEMO:
+                refs.clear()
+            refs[id(desc)] = (desc, shape, image_key, view)
             return view
         buf = desc.buffer
         if rank not in buf.devices:
