@@ -295,18 +295,25 @@ def _drop_inherited_segments() -> None:
             _MMAP(addr, length, _PROT_NONE, _PLACEHOLDER, -1, 0)
 
 
-def ranks_alive(workers) -> bool:
-    """Whether every worker of an idle set of ranks can still serve a call.
-    An idle worker sends nothing, so a readable (or hung-up) pipe means it is
-    gone or out of step; its pid is not reaped here (the caller's cleanup
-    does).  One poll() for all of them: this runs before every prepared call."""
+def idle_poller(workers):
+    """A poll object on every worker's pipe, for ``ranks_alive`` (made once
+    per set of workers: this runs before every prepared call), or None if a
+    pipe is closed already."""
     poller = select.poll()
     for _, conn in workers:
         try:
             poller.register(conn.fileno(), select.POLLIN)
         except (OSError, ValueError):
-            return False                # closed already
-    return not poller.poll(0)
+            return None
+    return poller
+
+
+def ranks_alive(poller) -> bool:
+    """Whether every worker of an idle set of ranks can still serve a call
+    (``poller``: their ``idle_poller``).  An idle worker sends nothing, so a
+    readable (or hung-up) pipe means it is gone or out of step; its pid is
+    not reaped here (the caller's cleanup does)."""
+    return poller is not None and not poller.poll(0)
 
 
 def preload(images) -> None:

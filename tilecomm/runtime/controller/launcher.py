@@ -73,6 +73,7 @@ class ForkLauncher(Launcher):
         self.world = world
         self.workers: list = []          # (pid, conn) per rank
         self._codes: dict = {}           # rank -> exit code, once reaped
+        self._idle_poller = self._polled = None     # on the pipes of ``_polled`` (alive)
         cleanup.watch(self)              # killed if SIGTERM / SIGHUP end the caller
 
     @property
@@ -86,7 +87,11 @@ class ForkLauncher(Launcher):
                       self.workers, keep)
 
     def alive(self):
-        return bool(self.workers) and forking.ranks_alive(self.workers)
+        if not self.workers:
+            return False
+        if self._idle_poller is None or self._polled is not self.workers:
+            self._idle_poller, self._polled = forking.idle_poller(self.workers), self.workers
+        return forking.ranks_alive(self._idle_poller)
 
     def send(self, rank, msg):
         if rank >= len(self.workers):
