@@ -127,3 +127,43 @@ def test_a_renumbered_body_arrives_as_its_dispatches_shifted_and_is_decoded_once
     # the same decoded arguments every time: decoded once, not per send
     again = M.decode(M.encode(M.Renumbered(body, 1, ((0, 1), (2, 1)))), windows, bodies)
     assert again.messages[0].args is got.messages[0].args
+
+
+def test_the_frame_reader_and_send_speak_the_connections_own_framing():
+    """``send`` writes what ``Connection.recv_bytes`` reads, and a
+    ``FrameReader`` reads what ``Connection.send_bytes`` writes: several
+    messages in one read, messages larger than a read, and one arriving in
+    pieces, each equal to what was sent."""
+    import os
+    import threading
+    a, b = Pipe(duplex=True)
+    try:
+        big = M.LoadImage(image=("x" * 200_000, 1))          # more than one read
+        mid = M.LoadImage(image=("y" * 20_000, 2))           # sent as length, then bytes
+        M.send(a, SAMPLES[1])
+        assert M.decode(b.recv_bytes()) == SAMPLES[1]        # the connection reads ours
+        reader = M.FrameReader(b)
+        sent = (SAMPLES[1], big, SAMPLES[3], mid, SAMPLES[2])
+        writer = threading.Thread(target=lambda: [a.send_bytes(M.encode(m)) for m in sent])
+        writer.start()                                       # back to back
+        got = [reader.receive() for _ in range(5)]
+        writer.join()
+        assert got == list(sent)
+        assert not reader.complete()
+        data = M.encode(SAMPLES[5])
+        framed = len(data).to_bytes(4, "big") + data
+        pieces = [framed[:2], framed[2:7], framed[7:]]      # the length itself split
+
+        def trickle():
+            for p in pieces:
+                os.write(a.fileno(), p)
+        t = threading.Timer(0.05, trickle)
+        t.start()
+        assert reader.receive() == SAMPLES[5]
+        t.join()
+        a.close()
+        with pytest.raises(EOFError):
+            reader.receive()
+    finally:
+        a.close()
+        b.close()

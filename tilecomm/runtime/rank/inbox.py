@@ -41,6 +41,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
+from multiprocessing.connection import Connection
 
 from ... import _native_core as native
 from .. import messages as M
@@ -59,6 +60,9 @@ class Inbox:
     def __init__(self, conn, idle_spin_ns: int = 0):
         self._conn = conn
         self._spin_ns = idle_spin_ns         # > 0 only for a channel with a descriptor
+        # a pipe is read a buffer at a time; other channels (an MPI
+        # process's) through their own recv_bytes
+        self._frames = M.FrameReader(conn) if isinstance(conn, Connection) else None
         self._ready: deque = deque()         # read by the main thread, not yet taken
         self._queue: queue.SimpleQueue = queue.SimpleQueue()    # read by the pump
         self._pumping = False                # the pump owns the channel (main thread only)
@@ -69,7 +73,8 @@ class Inbox:
 
     def pending(self) -> bool:
         """Whether a message is ready without reading the channel."""
-        return bool(self._ready) or (self._pumping and not self._queue.empty())
+        return bool(self._ready) or (self._pumping and not self._queue.empty()) or \
+            (not self._pumping and self._frames is not None and self._frames.complete())
 
     def next(self):
         while True:
@@ -81,7 +86,7 @@ class Inbox:
                     self._pumping = False
                     continue
                 return msg
-            if self._spin_ns:
+            if self._spin_ns and self._frames is not None and not self._frames.complete():
                 native.await_readable(self._conn.fileno(), self._spin_ns)
             batch = self._read()
             if not _ends_run(batch):         # more of this run may be on its way
@@ -90,7 +95,10 @@ class Inbox:
 
     def _read(self) -> tuple:
         try:
-            msg = M.receive(self._conn, self._windows, self._bodies)
+            if self._frames is not None:
+                msg = self._frames.receive(self._windows, self._bodies)
+            else:
+                msg = M.receive(self._conn, self._windows, self._bodies)
         except (EOFError, OSError):
             return (M.Disconnected(),)
         return msg.messages if isinstance(msg, M.Batch) else (msg,)
