@@ -113,6 +113,15 @@ def summed(xs: pl.Tensor[[NR, 1, N], pl.FP32], ys: pl.Out[pl.Tensor[[NR, 1, N], 
     return ys
 
 
+def _check_replays(rt, n: int) -> None:
+    """That ``n`` of a case's calls replayed.  Counted where ranks are forked
+    by the caller: under mpiexec the processes' argument segments and host
+    window decide it per world (plans.py lists what a plan needs), and
+    there the results alone are checked."""
+    if not rt._ranks.backend.spmd:
+        assert rt._ranks.plans.replays == n
+
+
 def _relayed(xs, steps):
     n = xs.shape[0]
     produced = xs + (np.arange(n, dtype=np.float32) * steps)[:, None, None]
@@ -140,7 +149,7 @@ def test_a_repeated_call_replays_its_plan_with_the_same_results(n):
             want_tmp, want_ys = _relayed(xs, SLOW)
             np.testing.assert_array_equal(tmp, want_tmp)
             np.testing.assert_array_equal(ys, want_ys)
-        assert rt._ranks.plans.replays == 3
+        _check_replays(rt, 3)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -155,7 +164,7 @@ def test_other_scalars_make_another_plan_and_each_replays(n):
             want_tmp, want_ys = _relayed(xs, steps)
             np.testing.assert_array_equal(tmp, want_tmp)
             np.testing.assert_array_equal(ys, want_ys)
-        assert rt._ranks.plans.replays == 2
+        _check_replays(rt, 2)
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
@@ -169,7 +178,7 @@ def test_a_replayed_host_collective_sums_every_call(n):
             ys = np.zeros_like(xs)
             rt(xs, ys)
             np.testing.assert_array_equal(ys, np.broadcast_to(xs.sum(axis=0), xs.shape))
-        assert rt._ranks.plans.replays == 2
+        _check_replays(rt, 2)
 
 
 @pytest.mark.parametrize("n", [1, 2])
@@ -182,7 +191,7 @@ def test_zeroed_persistent_windows_replay_too(n):
             tmp, ys = np.full_like(xs, np.nan), np.full_like(xs, np.nan)
             rt(xs, tmp, ys, 3)
             np.testing.assert_array_equal(ys, _relayed(xs, 3)[1])
-        assert rt._ranks.plans.replays == 2
+        _check_replays(rt, 2)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -195,7 +204,7 @@ def test_host_intermediates_and_fresh_windows_run_the_orchestrator_every_time(n)
             ys = np.full_like(xs, np.nan)
             rt(xs, ys, SLOW)
             np.testing.assert_array_equal(ys, _relayed(xs, SLOW)[1])
-        assert rt._ranks.plans.replays == 0
+        _check_replays(rt, 0)
     tmp = np.zeros_like(xs)
     fresh = relay.compile(xs, tmp, ys, 3, config=config_for(n))
     with fresh.prepare() as rt:                     # windows fresh every call
@@ -203,4 +212,4 @@ def test_host_intermediates_and_fresh_windows_run_the_orchestrator_every_time(n)
             tmp, ys = np.full_like(xs, np.nan), np.full_like(xs, np.nan)
             rt(xs, tmp, ys, 3)
             np.testing.assert_array_equal(ys, _relayed(xs, 3)[1])
-        assert rt._ranks.plans.replays == 0
+        _check_replays(rt, 0)
