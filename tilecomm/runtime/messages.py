@@ -296,9 +296,12 @@ def send(conn, msg) -> None:
         conn.send_bytes(data)
         return
     fd = conn.fileno()                       # OSError once the connection is closed
-    out = memoryview(_LENGTH.pack(len(data)) + data)
-    while out:
-        out = out[os.write(fd, out):]
+    frame = _LENGTH.pack(len(data)) + data
+    sent = os.write(fd, frame)
+    if sent < len(frame):                    # a pipe whose buffer filled part way
+        rest = memoryview(frame)[sent:]
+        while rest:
+            rest = rest[os.write(fd, rest):]
 
 
 class FrameReader:
