@@ -240,3 +240,29 @@ def test_compile_entry_point_applies_its_options():
 def test_config_must_be_a_run_config():
     with pytest.raises(TypeError):
         B.ok_main.compile(config={"platform": "cpu"})
+
+
+def test_a_call_reads_the_checker_variables_as_the_environment_holds_them_now(monkeypatch):
+    """``RunConfig.checks`` follows every change of ``os.environ`` (set,
+    changed, removed), and reads a stand-in ``os.environ`` without CPython's
+    byte-keyed store through its ``get``."""
+    import os
+    from tilecomm.runtime.config import RunConfig
+    for name in ("TILECOMM_DETECT_RACES", "TILECOMM_POISON_WINDOWS", "TILECOMM_TRACE"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = RunConfig()
+    assert cfg.checks() == (False, False, None)
+    monkeypatch.setenv("TILECOMM_DETECT_RACES", "1")
+    monkeypatch.setenv("TILECOMM_TRACE", "/tmp/traces-\u00e9")
+    assert cfg.checks() == (True, False, "/tmp/traces-\u00e9")
+    monkeypatch.setenv("TILECOMM_DETECT_RACES", "0")
+    monkeypatch.setenv("TILECOMM_POISON_WINDOWS", "1")
+    assert cfg.checks() == (False, True, "/tmp/traces-\u00e9")
+    monkeypatch.delenv("TILECOMM_TRACE")
+    assert cfg.checks() == (False, True, None)
+    monkeypatch.setenv("TILECOMM_POISON_WINDOWS", "yes")
+    with pytest.raises(ConfigError) as e:
+        cfg.checks()
+    assert e.value.code == "TC402" and "TILECOMM_POISON_WINDOWS" in str(e.value)
+    monkeypatch.setattr(os, "environ", {"TILECOMM_DETECT_RACES": "1"})
+    assert cfg.checks() == (True, False, None)
