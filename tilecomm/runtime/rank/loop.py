@@ -107,6 +107,8 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
     # see inbox.py: who reads the channel, and when
     inbox = Inbox(conn, idle_spin_ns(setup))
     setup.serving(rank, rc, inbox)
+    # (image key, function name) -> (function id, parameter shapes, function)
+    entries: dict = {}
     finished = False                        # between the end of a run and the next one
     dfx = None                              # this run's artefacts, when its config asks
     while True:
@@ -114,23 +116,8 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
             control.set_state(rank, C.IDLE)   # a finished rank stays FINISHED for the monitor
         msg = inbox.next()
         if type(msg) is not M.Dispatch:     # a dispatch is by far the most frequent
-            if dfx is not None and isinstance(msg, (M.Disconnected, M.Shutdown)):
-                dfx.close()                     # stopped mid-run: a shipping rank's directory
-            if isinstance(msg, M.Disconnected):
-                return M.EXIT_DISCONNECTED
-            if isinstance(msg, M.Shutdown):
-                return M.EXIT_OK
-            if isinstance(msg, M.LoadImage):
-                images[msg.image.key] = msg.image
-                continue
-            if isinstance(msg, M.BeginRun):
-                if msg.knobs is not None:
-                    rc.configure(msg.knobs)
-                if msg.settings is not None:
-                    dfx = RankArtefacts(rank, msg.settings, rc, ship)
-                continue
-            finished = isinstance(msg, M.EndRun)
-            if finished:
+            if type(msg) is M.EndRun:       # once per run: before the kinds once per worker
+                finished = True
                 if dfx is not None:             # written before the run is reported done
                     control.set_state(rank, C.RUNNING)
                     try:
@@ -149,6 +136,23 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                     transport.end_run()         # unmap this run's segments (being unlinked)
                 hosts.close()
                 continue
+            if dfx is not None and isinstance(msg, (M.Disconnected, M.Shutdown)):
+                dfx.close()                     # stopped mid-run: a shipping rank's directory
+            if isinstance(msg, M.Disconnected):
+                return M.EXIT_DISCONNECTED
+            if isinstance(msg, M.Shutdown):
+                return M.EXIT_OK
+            if isinstance(msg, M.LoadImage):
+                images[msg.image.key] = msg.image
+                entries.clear()
+                continue
+            if isinstance(msg, M.BeginRun):
+                if msg.knobs is not None:
+                    rc.configure(msg.knobs)
+                if msg.settings is not None:
+                    dfx = RankArtefacts(rank, msg.settings, rc, ship)
+                continue
+        # a dispatch (or, as ever, a message of no kind above: it fails below)
         finished = False
         control.set_state(rank, C.RUNNING)
         if control.aborted():               # a peer failed: run nothing more
@@ -172,19 +176,22 @@ def rank_main(rank: int, setup: RankSetup, conn) -> int:
                     dfx.dispatch(fname, builtin, (rc, *vals, msg.loc, True), vals, msg.loc, image,
                                  msg.seq)
             else:
-                rc.func_id = image.func_names.index(fname)
+                entry = entries.get((msg.image_key, fname))
+                if entry is None:           # (an unknown name raises here, as a failure)
+                    entry = entries[(msg.image_key, fname)] = (
+                        image.func_names.index(fname), image.param_shapes[fname],
+                        image.function(fname))
+                rc.func_id, shapes, function = entry
                 for dep_rank, dep_seq in msg.deps:
                     rc.wait_dispatch(dep_rank, dep_seq)
                 if rma is not None:          # after the writers this dispatch depends on
                     rma.fetch(msg.args)
-                shapes = image.param_shapes[fname]
                 vals = [_materialize(a, rank, transport, hosts, s, views, image.key, refs)
                         for a, s in zip(msg.args, shapes)]
                 if dfx is None:
-                    image.function(fname)(rc, *vals)
+                    function(rc, *vals)
                 else:
-                    dfx.dispatch(fname, image.function(fname), (rc, *vals), vals, msg.loc, image,
-                                 msg.seq)
+                    dfx.dispatch(fname, function, (rc, *vals), vals, msg.loc, image, msg.seq)
             if rma is not None:              # complete in process 0 before "done" is published
                 rma.write_back()
         except RankAborted:
