@@ -66,6 +66,7 @@ from ...runtime.executable import to_numpy
 from .control import RmaControlPlane
 from .hosts import open_host_window
 from .launcher import TAG_EXIT, MpiLauncher, ProcessEnd
+from ...runtime.controller.arguments import result_positions
 from ...runtime.controller.backend import Backend
 from ...runtime.rank.loop import rank_main
 
@@ -250,7 +251,7 @@ class MpiBackend(Backend):
             self._give_up(None, launcher)
         self._withdraw()
         held = len(ranks.persistent) if ranks.persistent is not None else 0
-        self._bcast(("ok", (_result_indices(result, args), held)))
+        self._bcast(("ok", (result_positions(result, args), held)))
         self._send_outputs(executable, args)
         return result
 
@@ -329,18 +330,6 @@ def _outputs(executable, args) -> list:
     dirs = executable.directions[executable.entry_info.name]
     return [i for i, (a, d) in enumerate(zip(args, dirs))
             if d in (OUT, INOUT) and to_numpy(a) is not None]
-
-
-def _result_indices(result, args):
-    """The HOST orchestrator's result as indices of the caller's arguments."""
-    def one(v):
-        for i, a in enumerate(args):
-            if v is a:
-                return i
-        return None
-    if isinstance(result, tuple):
-        return tuple(one(v) for v in result)
-    return None if result is None else one(result)
 
 
 def _portable(e: BaseException):

@@ -115,6 +115,20 @@ def copy_back(copies) -> None:
         np.copyto(user, shared.array)
 
 
+def result_positions(result, values):
+    """The HOST orchestrator's result as positions in ``values`` (the host
+    values it was given, or the caller's arguments): a position, or a tuple
+    of them, None for an element that is none of ``values``."""
+    def position(v):
+        for i, h in enumerate(values):
+            if v is h:
+                return i
+        return None
+    if isinstance(result, tuple):
+        return tuple(position(v) for v in result)
+    return None if result is None else position(result)
+
+
 def map_result(result, args, host_vals):
     """The HOST orchestrator's return value in the caller's own objects."""
     def one(v):

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..messages import Batch, Renumbered, encode
+from .arguments import result_positions
 from ..values import address
 from .orchestrator import HostTensor, PlacedTensor
 
@@ -62,7 +63,9 @@ class CallPlan:
         self.counts = [a - b for a, b in zip(after, base)]
         self.buffers = buffers
         self.dispatched = dispatched
-        self.result = result                # positions in the host values (see _result_spec)
+        # the result as positions in the host values: all ``arguments.map_result``
+        # makes of it is the caller's argument at that position, or None
+        self.result = result
 
     def replay(self, run, host_vals):
         """Send the recorded dispatches renumbered for ``run``; the
@@ -129,18 +132,4 @@ class CallPlans:
         self._plans[key] = CallPlan(run.executable, list(base), tuple(sends), run.ranks.seq,
                                     dict(run.buffers),
                                     {d: set(f) for d, f in run.dispatched.items()},
-                                    _result_spec(result, host_vals))
-
-
-def _result_spec(result, host_vals):
-    """The orchestrator's result as positions in ``host_vals``, None for an
-    element that is none of them -- all ``arguments.map_result`` makes of
-    a result: the caller's argument passed at that position, or None."""
-    def position(v):
-        for i, h in enumerate(host_vals):
-            if v is h:
-                return i
-        return None
-    if isinstance(result, tuple):
-        return tuple(position(v) for v in result)
-    return None if result is None else position(result)
+                                    result_positions(result, host_vals))
