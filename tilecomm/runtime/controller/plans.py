@@ -34,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..messages import Batch, Renumbered, encode
-from .arguments import result_positions
 from ..values import address
+from .arguments import result_positions
 from .orchestrator import HostTensor, PlacedTensor
 
 __all__ = ["CallPlan", "CallPlans"]
