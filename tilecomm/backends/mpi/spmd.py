@@ -66,7 +66,7 @@ from ...runtime.executable import to_numpy
 from .control import RmaControlPlane
 from .hosts import open_host_window
 from .launcher import TAG_EXIT, MpiLauncher, ProcessEnd
-from ...runtime.controller.arguments import result_positions
+from ...runtime.controller.arguments import at_positions, result_positions
 from ...runtime.controller.backend import Backend
 from ...runtime.rank.loop import rank_main
 
@@ -313,11 +313,7 @@ class MpiBackend(Backend):
         if ranks.persistent is not None:      # process 0 holds the domains: its count
             ranks.persistent.held_by_controller = held
         self._receive_outputs(executable, args)
-        if payload is None:
-            return None
-        if isinstance(payload, tuple):
-            return tuple(args[i] if i is not None else None for i in payload)
-        return args[payload]
+        return at_positions(payload, args)
 
 
 def _raw(a: np.ndarray) -> np.ndarray:

@@ -129,16 +129,17 @@ def result_positions(result, values):
     return None if result is None else position(result)
 
 
+def at_positions(positions, values):
+    """What ``result_positions`` gave, as the elements of ``values`` at those
+    positions (None where it has none)."""
+    if isinstance(positions, tuple):
+        return tuple(None if i is None else values[i] for i in positions)
+    return None if positions is None else values[positions]
+
+
 def map_result(result, args, host_vals):
     """The HOST orchestrator's return value in the caller's own objects."""
-    def one(v):
-        for a, h in zip(args, host_vals):
-            if v is h:
-                return a
-        return None
-    if isinstance(result, tuple):
-        return tuple(one(v) for v in result)
-    return one(result) if result is not None else None
+    return at_positions(result_positions(result, host_vals), args)
 
 
 class ArgumentPool:

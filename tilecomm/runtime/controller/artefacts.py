@@ -53,8 +53,10 @@ class RunArtefacts:
     def begin(cls, executable, config, control, logs: str = "", explore=None, history=None,
               checks=None):
         """``checks``: ``config.checks()`` if the caller has it already."""
-        made = cls._begin(executable, config, control, logs, explore,
-                          checks if checks is not None else config.checks())
+        checks = checks if checks is not None else config.checks()
+        if not cls.asked(config, checks, explore):
+            return None                 # the common case, on every call's path
+        made = cls._begin(executable, config, control, logs, explore, checks)
         if history is not None and made is not None and made.settings.races is not None:
             made.history = history
             made.earlier = history.join(made.settings.races)
@@ -62,8 +64,9 @@ class RunArtefacts:
 
     @staticmethod
     def asked(config, checks, explore) -> bool:
-        """Whether a run with ``config`` writes or checks anything
-        (``checks``: ``config.checks()``): if not, ``begin`` returns None."""
+        """Whether a run with ``config`` may write or check anything
+        (``checks``: ``config.checks()``): if not, ``begin`` returns None at
+        once (``_begin`` decides the rest)."""
         return bool(checks.races or checks.poison or checks.trace_dir or explore is not None
                     or config.dfx_enabled)
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..messages import Batch, Renumbered, encode
 from ..values import address
-from .arguments import result_positions
+from .arguments import at_positions, result_positions
 from .orchestrator import HostTensor, PlacedTensor
 
 __all__ = ["CallPlan", "CallPlans"]
@@ -79,10 +79,7 @@ class CallPlan:
         # shared, not copied: only an orchestrator that runs adds to them
         run.buffers = self.buffers
         run.dispatched = self.dispatched
-        spec = self.result
-        if type(spec) is tuple:
-            return tuple(None if i is None else host_vals[i] for i in spec)
-        return None if spec is None else host_vals[spec]
+        return at_positions(self.result, host_vals)
 
 
 class CallPlans:

@@ -128,10 +128,9 @@ class Run:
         ``prepare``."""
         # None unless the config asks; an unwritable directory fails here,
         # before anything touches the ranks
-        if RunArtefacts.asked(self.config, self.checks, self.explore):
-            self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control,
-                                                S.log_path(self.owner, self.call_id, "log"),
-                                                self.explore, self.race_history, self.checks)
+        self.artefacts = RunArtefacts.begin(self.executable, self.config, self.ranks.control,
+                                            S.log_path(self.owner, self.call_id, "log"),
+                                            self.explore, self.race_history, self.checks)
         try:
             self.prepare(idle, reset_control)
             host_vals, copies = self.share(args)
