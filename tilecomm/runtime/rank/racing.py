@@ -217,7 +217,7 @@ class RaceLog(Sink):
     def after_issue(self, ctx, ev) -> None:
         """An asynchronous put was issued: its transfer's accesses, on a thread
         of their own that starts here and that the wait of its event joins."""
-        issuer, who, line = self.site(ctx, ev.loc)
+        issuer, who, line = self.site(ctx, ev.loc, ev.caller)
         tid = (ASYNC_TASK, next(self.transfers))
         self.in_flight[id(ev.result)] = (tid, line)
         self.add((SUBMIT, issuer, tid, f"the asynchronous transfer of {ev.op} at {line}", 1, (),
@@ -238,7 +238,7 @@ class RaceLog(Sink):
         if got is None:
             return
         tid, issued = got
-        waiter, _, line = self.site(ctx, ev.loc)
+        waiter, _, line = self.site(ctx, ev.loc, ev.caller)
         self.add((CLOSE, waiter, (tid,), f"rank {self.rank}'s wait at {line} of the event of "
                                          f"its asynchronous put at {issued}"))
 
@@ -421,7 +421,7 @@ class RaceLog(Sink):
             same.append(Gathered(event, self.iteration() if event[10] is _ITERATION
                                  else event[10]))
             return
-        if g.reads < ITERATIONS_READ:
+        if len(g.parts) < ITERATIONS_READ:
             g.add(runs, self.iteration() if event[10] is _ITERATION else event[10])
         else:
             g.add_later(runs)
@@ -463,19 +463,17 @@ class Gathered:
     ``ITERATIONS_READ`` (then "<the last read> or later": reading it is a
     frame walk per access, most of what a checked loop would cost)."""
 
-    __slots__ = ("first", "runs", "parts", "reads", "later")
+    __slots__ = ("first", "runs", "parts", "later")
 
     def __init__(self, event: tuple, iteration):
         self.first = event[:10] + (iteration,)
         self.runs = list(event[3])
-        self.parts = [(iteration, event[3])]
-        self.reads = 1
+        self.parts = [(iteration, event[3])]       # one per access whose iteration was read
         self.later = None               # the bytes of the accesses past the reads
 
     def add(self, runs, iteration) -> None:
         merge_runs(self.runs, runs)
         self.parts.append((iteration, runs))
-        self.reads += 1
 
     def add_later(self, runs) -> None:
         merge_runs(self.runs, runs)
